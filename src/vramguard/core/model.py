@@ -1,0 +1,278 @@
+"""ModelSpec: the architecture facts vramguard needs, with the provenance of each field.
+
+Built by `vramguard.sources` (config.json, safetensors headers, GGUF, catalog); consumed by
+the planner. Frozen dataclasses, standard library only. Parameter counts are whole numbers;
+sharding across tensor-parallel ranks is described per component so the planner can compute
+the weights on each rank without knowing the architecture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+from .provenance import Source
+
+# Attention kinds of a layer, as vLLM's KV-cache manager groups them.
+FULL = "full"            # full attention (MHA/GQA/MQA)
+SLIDING = "sliding"      # sliding-window attention, window `sliding_window_tokens`
+CHUNKED = "chunked"      # chunked-local attention (Llama 4), chunk `chunk_size_tokens`
+MLA = "mla"              # multi-head latent attention (DeepSeek V2/V3, Kimi)
+MAMBA = "mamba"          # Mamba / linear attention / Gated DeltaNet: per-request state
+NONE = "none"            # no KV cache at all (e.g. an encoder-only or cross layer we skip)
+ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, MAMBA, NONE)
+
+DTYPE_BYTES = {
+    "float32": 4, "fp32": 4, "float": 4,
+    "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "bf16": 2,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "float8_e4m3fn": 1, "int8": 1,
+}
+
+
+@dataclass(frozen=True)
+class MambaState:
+    """Per-layer recurrent state of a Mamba / linear-attention layer (one per request).
+
+    `conv_shape` and `ssm_shape` are the unsharded shapes; their first dimension is split
+    across tensor-parallel ranks. `ssm_dtype` overrides the state dtype when the model
+    forces one (e.g. NemotronH fp32); None means "same as the KV/mamba cache dtype".
+    """
+
+    kind: str                        # "mamba1" | "mamba2" | "gdn" | "short_conv" | "kda" ...
+    conv_shape: tuple[int, ...]      # e.g. (conv_dim, kernel - 1)
+    ssm_shape: tuple[int, ...]       # e.g. (heads, head_dim, state)
+    ssm_dtype: str | None = None
+    conv_dtype: str | None = None
+
+    def page_bytes(self, tp: int, dtype_bytes: int) -> int:
+        """Bytes of one request's state on one TP rank (conv + ssm), before page padding."""
+        conv_b = DTYPE_BYTES.get(self.conv_dtype or "", dtype_bytes)
+        ssm_b = DTYPE_BYTES.get(self.ssm_dtype or "", dtype_bytes)
+        return (_sharded_prod(self.conv_shape, tp) * conv_b
+                + _sharded_prod(self.ssm_shape, tp) * ssm_b)
+
+
+def _sharded_prod(shape: tuple[int, ...], tp: int) -> int:
+    if not shape:
+        return 0
+    return (shape[0] // tp) * prod(shape[1:])
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """What one decoder layer keeps in the KV cache."""
+
+    kind: str = FULL
+    num_kv_heads: int | None = None        # FULL/SLIDING/CHUNKED
+    head_dim: int | None = None            # K head size (and V unless v_head_dim is set)
+    v_head_dim: int | None = None          # when V differs from K (rare)
+    sliding_window_tokens: int | None = None
+    chunk_size_tokens: int | None = None
+    mla_kv_lora_rank: int | None = None    # MLA latent
+    mla_rope_head_dim: int | None = None
+    mamba: MambaState | None = None
+
+    def kv_bytes_per_token(self, tp: int, dtype_bytes: int) -> int:
+        """KV bytes one token costs in this layer on one TP rank (0 for MAMBA/NONE).
+
+        NOTE: when TP > KV heads vLLM replicates one head per rank (max(1, H_kv // tp));
+        MLA's latent is replicated on every rank, so it does not shrink with TP.
+        """
+        if self.kind in (FULL, SLIDING, CHUNKED):
+            heads = max(1, (self.num_kv_heads or 0) // tp)
+            v_dim = self.v_head_dim if self.v_head_dim is not None else self.head_dim
+            return heads * ((self.head_dim or 0) + (v_dim or 0)) * dtype_bytes
+        if self.kind == MLA:
+            return ((self.mla_kv_lora_rank or 0) + (self.mla_rope_head_dim or 0)) * dtype_bytes
+        return 0
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    """Parameter counts of one decoder layer, split by how vLLM shards them over TP.
+
+    - `attn_q`, `attn_o`, `mlp`, `shared_experts`, `mixer`: column/row parallel, / TP;
+    - `attn_kv`: K and V projections, / min(TP, num_kv_heads) (replicated beyond);
+    - `experts`: all routed experts, / TP (or / EP size with expert parallelism);
+    - `attn_replicated`, `router`, `norms`: replicated on every rank.
+    All counts are for linear weights plus their biases; norms are never quantized.
+    """
+
+    attn_q: int = 0
+    attn_kv: int = 0
+    attn_o: int = 0
+    attn_replicated: int = 0
+    mlp: int = 0
+    experts: int = 0
+    shared_experts: int = 0
+    router: int = 0
+    norms: int = 0
+    mixer: int = 0
+
+    def total(self) -> int:
+        return (self.attn_q + self.attn_kv + self.attn_o + self.attn_replicated + self.mlp
+                + self.experts + self.shared_experts + self.router + self.norms + self.mixer)
+
+    def active(self, num_experts: int | None, experts_per_tok: int | None) -> int:
+        """Parameters used per token (routed experts scaled by top-k / num_experts)."""
+        if not self.experts or not num_experts or not experts_per_tok:
+            return self.total()
+        return self.total() - self.experts + self.experts * experts_per_tok // num_experts
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder layer: its KV-cache kind and its parameters."""
+
+    attention: AttentionSpec
+    params: LayerParams
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    num_experts: int
+    num_experts_per_tok: int
+    moe_intermediate_size: int
+    num_shared_experts: int = 0
+    shared_expert_intermediate_size: int | None = None
+    first_dense_layers: int = 0           # DeepSeek first_k_dense_replace
+    moe_layer_freq: int = 1
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """Weight quantization as the checkpoint declares it (or as a flag requests it).
+
+    `linear_bytes_per_param` is the effective size of quantized linear weights including
+    scales/zeros (e.g. GPTQ int4 g128 ~ 0.52). `expert_bytes_per_param` overrides it for
+    MoE experts (gpt-oss mxfp4 experts with bf16 attention). Embeddings and lm_head stay
+    16-bit unless `embedding_quantized` / `lm_head_quantized`.
+    """
+
+    method: str                          # "fp8", "gptq", "awq", "compressed-tensors", "mxfp4", "gguf", ...
+    bits: float | None = None
+    group_size: int | None = None
+    linear_bytes_per_param: float = 2.0
+    expert_bytes_per_param: float | None = None
+    attention_bytes_per_param: float | None = None   # when attention is not quantized
+    lm_head_quantized: bool = False
+    embedding_quantized: bool = False
+    unquantized_modules: tuple[str, ...] = ()
+    kv_cache_scheme: str | None = None   # checkpoint-declared KV quant (ModelOpt fp8/nvfp4)
+
+
+@dataclass(frozen=True)
+class VisionSpec:
+    """A multimodal encoder (vision/audio tower + projector)."""
+
+    num_params: int
+    hidden_size: int | None = None
+    num_layers: int | None = None
+    image_size: int | None = None
+    patch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What the checkpoint files themselves say (safetensors headers, GGUF, .bin index)."""
+
+    format: str                          # "safetensors" | "gguf" | "pytorch_bin"
+    total_bytes: int
+    num_params: int | None = None
+    bytes_by_dtype: dict[str, int] = field(default_factory=dict)
+    num_tensors: int | None = None
+    approximate: bool = False            # True for .bin sizes (zip entries, index metadata)
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything vramguard knows about a model's architecture and bytes.
+
+    `provenance` maps field names to their Source; `notes` carries warnings such as
+    "unknown architecture: derived from standard fields".
+    """
+
+    name: str
+    architecture: str
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    torch_dtype: str                     # as declared: "bfloat16", "float16", "float32"
+    layers: tuple[LayerSpec, ...]
+    intermediate_size: int | None = None
+    tie_word_embeddings: bool = False
+    embed_params: int = 0                # token embedding (vocab-parallel)
+    lm_head_params: int = 0              # 0 when tied
+    final_norm_params: int = 0
+    extra_params: int = 0                # e.g. position embeddings, replicated on the first rank
+    max_len_keys: dict[str, int] = field(default_factory=dict)   # config keys vLLM reads
+    rope_scaling: dict | None = None
+    tokenizer_max_length: int | None = None
+    moe: MoESpec | None = None
+    vision: VisionSpec | None = None
+    quant: QuantSpec | None = None
+    checkpoint: CheckpointInfo | None = None
+    is_encoder_only: bool = False        # embedding / pooling models (bge-m3)
+    provenance: dict[str, Source] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    source_ref: str | None = None        # path or id it was read from
+
+    # ---- parameter counts -------------------------------------------------------------
+    def num_params(self) -> int:
+        """Total parameters from the architecture (LM + vision)."""
+        return (self.embed_params + self.lm_head_params + self.final_norm_params
+                + self.extra_params + sum(l.params.total() for l in self.layers)
+                + (self.vision.num_params if self.vision else 0))
+
+    def num_active_params(self) -> int:
+        """Parameters used per token (differs from num_params for MoE)."""
+        n_exp = self.moe.num_experts if self.moe else None
+        k = self.moe.num_experts_per_tok if self.moe else None
+        return (self.embed_params + self.lm_head_params + self.final_norm_params
+                + self.extra_params + sum(l.params.active(n_exp, k) for l in self.layers)
+                + (self.vision.num_params if self.vision else 0))
+
+    def params_by_component(self) -> dict[str, int]:
+        """Parameter breakdown: embeddings, attention, mlp, experts, lm_head, vision, ..."""
+        out = {"embeddings": self.embed_params + self.extra_params, "attention": 0, "mlp": 0,
+               "experts": 0, "mixer": 0, "norms": self.final_norm_params,
+               "lm_head": self.lm_head_params,
+               "vision": self.vision.num_params if self.vision else 0}
+        for layer in self.layers:
+            p = layer.params
+            out["attention"] += p.attn_q + p.attn_kv + p.attn_o + p.attn_replicated
+            out["mlp"] += p.mlp
+            out["experts"] += p.experts + p.shared_experts + p.router
+            out["mixer"] += p.mixer
+            out["norms"] += p.norms
+        return out
+
+    # ---- KV cache ---------------------------------------------------------------------
+    def kv_bytes_per_token(self, tp: int = 1, dtype_bytes: int = 2,
+                           layers: range | None = None) -> int:
+        """KV bytes per token on one TP rank, over `layers` (default: all), every kind."""
+        sel = self.layers if layers is None else [self.layers[i] for i in layers]
+        return sum(l.attention.kv_bytes_per_token(tp, dtype_bytes) for l in sel)
+
+    def attention_kinds(self) -> set[str]:
+        return {l.attention.kind for l in self.layers}
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Has Mamba/linear-attention layers next to attention layers."""
+        kinds = self.attention_kinds()
+        return MAMBA in kinds and bool(kinds - {MAMBA, NONE})
+
+    @property
+    def uses_mla(self) -> bool:
+        return MLA in self.attention_kinds()
+
+    @property
+    def dtype_bytes(self) -> int:
+        """Bytes per element of the declared dtype (2 when unknown)."""
+        return DTYPE_BYTES.get(self.torch_dtype, 2)

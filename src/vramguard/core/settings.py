@@ -1,0 +1,53 @@
+"""Settings: the vLLM flags that matter for memory, with vLLM's own names.
+
+`None` means "not given: the version's default applies". The planner resolves defaults
+through the version rules and reports every effective value (and its source) in the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One vLLM launch configuration. Field names are vLLM's flag names with `_`."""
+
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None          # None: derived from the model config
+    max_model_len_auto: bool = False          # `--max-model-len auto` / -1 (0.14+)
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    dtype: str = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None
+    num_gpu_blocks_override: int | None = None
+    cpu_offload_gb: float = 0.0
+    swap_space: float | None = None
+    enable_chunked_prefill: bool | None = None
+    enable_expert_parallel: bool = False
+    enable_prefix_caching: bool | None = None
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    disable_sliding_window: bool = False
+    disable_hybrid_kv_cache_manager: bool = False
+    num_speculative_tokens: int = 0
+    entrypoint: str = "serve"                 # "serve" (vllm serve / api_server) or "llm" (LLM class)
+    model: str | None = None                  # the model argument as given, if any
+    user_set: frozenset[str] = field(default_factory=frozenset)   # flags the user gave
+
+    @property
+    def world_size(self) -> int:
+        """GPUs per engine instance: TP x PP."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def with_(self, **changes) -> "Settings":
+        """A copy with `changes` applied and recorded as user-set."""
+        return replace(self, user_set=self.user_set | frozenset(changes), **changes)

@@ -1,0 +1,1 @@
+"""vLLM log parsing, diagnosis and calibration."""

@@ -1,0 +1,1 @@
+"""Watching a running vLLM: /metrics, GPU samples, history, rules, exporter."""

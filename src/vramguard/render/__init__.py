@@ -1,0 +1,1 @@
+"""Renderers: take results, never compute them (text, JSON, HTML)."""

@@ -1,0 +1,1 @@
+"""Adapters that turn model files (config.json, safetensors, GGUF, HF cache, hub, catalog) into ModelSpec."""
