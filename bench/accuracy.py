@@ -1,0 +1,321 @@
+"""Accuracy of the planner on real vLLM startups (the corpus schema), next to a naive baseline.
+
+    .venv/bin/python bench/accuracy.py [--cases bench/data/cases.jsonl] [--verbose] [--json]
+                                       [--no-free] [--version-default 0.33.0]
+
+Per case: the settings a user would pass (the case's fields, plus the flags written in
+`other_flags`, parsed generically as vLLM flags / `key=value` pairs / a logged args dict),
+the GPU (the printed CUDA total, else the catalog), the model (its config.json through
+`vramguard.sources.config.spec_from_config`), and the version (pinned; the newest when
+unknown). Free memory at startup is the case's measured `free_memory_gib` when the source
+printed one (what `vramguard check` would probe); `--no-free` ignores it.
+
+Summary: median and p90 |ΔKV| (GiB) over started cases with a reported `kv_cache_gib`,
+outcome accuracy over all cases, the same for the naive baseline
+(KV = total × utilization − parameters × dtype bytes / GPUs; starts when one request fits).
+No per-case constants: nothing here looks at a case id or a reported answer before predicting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import shlex
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from vramguard.core.gpu import GpuSpec  # noqa: E402
+from vramguard.core.planner import NEWEST_VERSION, plan  # noqa: E402
+from vramguard.core.settings import Settings  # noqa: E402
+from vramguard.errors import VramguardError  # noqa: E402
+
+DATA = ROOT / "bench" / "data"
+GIB = 1 << 30
+
+
+# ---- inputs ----------------------------------------------------------------------------
+
+def load_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def gpu_for(case: dict, gpus: dict[str, dict]) -> GpuSpec | None:
+    """The case's GPU: the printed CUDA total, else the corpus GPU list, else the catalog."""
+    from vramguard.core.gpu_catalog import lookup_gpu
+    name = case.get("gpu_catalog_name")
+    cat = None
+    if name:
+        try:
+            cat = lookup_gpu(name)
+        except VramguardError:
+            cat = None
+    total = case.get("gpu_total_gib")
+    if total is None and name in gpus and gpus[name].get("total_gib_cuda"):
+        total = gpus[name]["total_gib_cuda"]
+    if total is None and cat is None:
+        # what the user's nvidia-smi says ("97,887 MiB total"), less the driver reservation
+        from vramguard.core.gpu_catalog import SMI_RESERVATION_MIB
+        m = re.search(r"([\d,]{4,}) MiB", case.get("gpu") or "")
+        if m:
+            total = (int(m.group(1).replace(",", "")) - SMI_RESERVATION_MIB) / 1024
+    if total is None and cat is not None:
+        return cat
+    if total is None:
+        return None
+    base = cat or GpuSpec(name=name or "custom", total_bytes=0)
+    vendor = base.vendor
+    if "rocm" in (case.get("gpu") or "").lower() or "amd" in (case.get("gpu") or "").lower():
+        vendor = "amd"
+    return replace(base, total_bytes=int(round(total * GIB)), vendor=vendor,
+                   name=name or "custom")
+
+
+_FLAG = re.compile(r"^-{1,2}[A-Za-z][\w-]*(=.*)?$")
+
+
+def _flag_tokens(text: str) -> list[str]:
+    """vLLM-looking flags (and their values) out of free text."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        words = text.split()
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i].rstrip(";,")
+        if _FLAG.match(w) and not w.startswith("---"):
+            out.append(w)
+            nxt = words[i + 1].rstrip(";,)") if i + 1 < len(words) else ""
+            if "=" not in w and nxt and not nxt.startswith("-") and not nxt.startswith("("):
+                out.append(nxt)
+                i += 1
+        i += 1
+    return out
+
+
+def settings_from_flags(text: str, base: Settings) -> Settings:
+    """Apply what a user would have passed, read generically from `other_flags`."""
+    from vramguard.sources.vllm_args import parse_vllm_args, settings_from_mapping
+    s = base
+    for m in re.finditer(r"\{[^{}]*'[^{}]*\}", text or ""):
+        try:
+            d = ast.literal_eval(m.group(0))
+            if isinstance(d, dict):
+                s = settings_from_mapping(d, base=s)
+        except (ValueError, SyntaxError, VramguardError):
+            pass
+    pairs = {k: v for k, v in re.findall(r"\b([a-z_]{4,})=([\w.]+)", text or "")
+             if k in Settings.__dataclass_fields__}
+    if pairs:
+        try:
+            s = settings_from_mapping(pairs, base=s)
+        except VramguardError:
+            pass
+    toks = _flag_tokens(text or "")
+    # one flag at a time, so that one bad value does not drop the rest
+    i = 0
+    while i < len(toks):
+        chunk = [toks[i]]
+        if i + 1 < len(toks) and not toks[i + 1].startswith("-"):
+            chunk.append(toks[i + 1])
+        for attempt in (chunk, chunk[:1]):
+            try:
+                s = parse_vllm_args(attempt, strict=False, base=s, positional_model=False).settings
+                break
+            except VramguardError:
+                continue
+        i += len(chunk)
+    return s
+
+
+def _first_word(text: str | None) -> str | None:
+    if not text:
+        return None
+    w = re.split(r"[\s(+]", text.strip())[0].lower()
+    return w or None
+
+
+def settings_for(case: dict) -> Settings:
+    s = settings_from_flags(case.get("other_flags") or "", Settings())
+    changes: dict = {}
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+                "max_model_len", "max_num_seqs", "max_num_batched_tokens"):
+        if case.get(key) is not None:
+            changes[key] = case[key]
+    if case.get("enforce_eager") is not None:
+        changes["enforce_eager"] = bool(case["enforce_eager"])
+    dtype = (case.get("dtype") or "").lower()
+    if dtype in ("float16", "half", "float32"):
+        changes["dtype"] = dtype
+    q = _first_word(case.get("quantization"))
+    if q and q not in ("none", "6-bit"):
+        changes["quantization"] = q.replace("-", "_") if q == "auto-round" else q
+    kvd = _first_word(case.get("kv_cache_dtype"))
+    if kvd and kvd != "auto":
+        changes["kv_cache_dtype"] = kvd
+    return s.with_(**changes) if changes else s
+
+
+def spec_for(case: dict):
+    """The model from its config.json. When the config is the base model's but the case ran
+    a quantized checkpoint whose bit width is stated (`gptq (int8)`), the checkpoint's
+    quantization_config is emulated with that width (what its own config.json would say)."""
+    from vramguard.core.model import QuantSpec
+    from vramguard.sources.config import spec_from_config
+    mc = case.get("model_config")
+    if not mc:
+        return None
+    path = DATA / "configs" / mc / "config.json"
+    if not path.exists():
+        return None
+    spec = spec_from_config(json.loads(path.read_text()), name=mc)
+    qtext = (case.get("quantization") or "").lower()
+    bits = re.search(r"\b(?:int|w)(4|8)\b|\b(4|8)-bit\b", qtext)
+    if spec.quant is None and bits and _first_word(qtext) in ("gptq", "awq", "compressed-tensors"):
+        b = int(bits.group(1) or bits.group(2))
+        spec = replace(spec, quant=QuantSpec(method=_first_word(qtext), bits=b,
+                                             linear_bytes_per_param=b / 8 + 0.02))
+    if spec.quant is not None and re.search(r"fp4 experts|expert_dtype fp4", qtext):
+        spec = replace(spec, quant=replace(spec.quant, expert_bytes_per_param=0.53125))
+    return spec
+
+
+# ---- the naive baseline ----------------------------------------------------------------
+
+def naive(spec, s: Settings, gpu: GpuSpec, L: int | None) -> tuple[float, bool]:
+    """total × u − params × 2 B / GPUs; starts when one max-length request fits."""
+    u = s.gpu_memory_utilization or 0.9
+    world = s.tensor_parallel_size * s.pipeline_parallel_size
+    kv = gpu.total_bytes * u - spec.num_params() * 2 / world
+    per_token = spec.kv_bytes_per_token(tp=s.tensor_parallel_size) / s.pipeline_parallel_size
+    need = (L or spec.max_len_keys.get("max_position_embeddings") or 2048) * per_token
+    return kv / GIB, kv > 0 and kv >= need
+
+
+# ---- one case ----------------------------------------------------------------------------
+
+def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str) -> dict:
+    rep = case.get("reported") or {}
+    row = {"id": case["id"], "version": case.get("vllm_version_pinned"),
+           "reported_kv_gib": rep.get("kv_cache_gib"), "outcome": case["outcome"],
+           "predicted_kv_gib": None, "predicted_ok": None, "failure": None, "risks": [],
+           "naive_kv_gib": None, "naive_ok": None, "error": None}
+    try:
+        spec = spec_for(case)
+        gpu = gpu_for(case, gpus)
+        if spec is None or gpu is None:
+            row["error"] = "no model config" if spec is None else "unknown GPU"
+            return row
+        s = settings_for(case)
+        free = None
+        if use_free and rep.get("free_memory_gib") is not None:
+            free = int(rep["free_memory_gib"] * GIB)
+        p = plan(spec, s, gpu, vllm_version=case.get("vllm_version_pinned") or default_version,
+                 engine=case.get("engine"), free_bytes=free)
+        row["predicted_kv_gib"] = round(p.tightest.kv_cache.value_bytes / GIB, 3)
+        row["predicted_ok"] = p.outcome.ok
+        row["failure"] = p.outcome.failure
+        row["risks"] = [r.split(":")[0] for r in p.outcome.risks]
+        row["engine"] = p.engine
+        t = p.tightest
+        row["terms_gib"] = {k: round(getattr(t, k).value_bytes / GIB, 2) for k in
+                            ("weights", "activation", "non_torch", "cuda_graph")}
+        nk, nok = naive(spec, s, gpu, p.settings.get("max_model_len"))
+        row["naive_kv_gib"], row["naive_ok"] = round(nk, 3), nok
+    except VramguardError as exc:      # vLLM's own validation (a real startup would fail too)
+        row["predicted_ok"] = False
+        row["failure"] = "usage_error"
+        row["error"] = str(exc)[:160]
+    return row
+
+
+def summarize(rows: list[dict]) -> dict:
+    kv_rows = [r for r in rows if r["outcome"] == "started" and r["reported_kv_gib"] is not None
+               and r["predicted_kv_gib"] is not None]
+    d = sorted(abs(r["predicted_kv_gib"] - r["reported_kv_gib"]) for r in kv_rows)
+    dn = sorted(abs(r["naive_kv_gib"] - r["reported_kv_gib"]) for r in kv_rows
+                if r["naive_kv_gib"] is not None)
+
+    def pct(xs, q):
+        if not xs:
+            return None
+        k = max(0, min(len(xs) - 1, int(round(q * (len(xs) - 1)))))
+        return round(xs[k], 3)
+
+    want = lambda r: r["outcome"] == "started"  # noqa: E731
+    right = sum(1 for r in rows if r["predicted_ok"] is not None and r["predicted_ok"] == want(r))
+    right_naive = sum(1 for r in rows if r["naive_ok"] is not None and r["naive_ok"] == want(r))
+    med, med_n = (round(statistics.median(d), 3) if d else None,
+                  round(statistics.median(dn), 3) if dn else None)
+    return {"cases": len(rows), "kv_cases": len(kv_rows),
+            "median_abs_dkv_gib": med, "p90_abs_dkv_gib": pct(d, 0.9),
+            "outcome_accuracy": round(right / len(rows), 3) if rows else None,
+            "naive_median_abs_dkv_gib": med_n, "naive_p90_abs_dkv_gib": pct(dn, 0.9),
+            "naive_outcome_accuracy": round(right_naive / len(rows), 3) if rows else None,
+            "median_improvement_x": round(med_n / med, 1) if med and med_n else None,
+            "unpredicted": sum(1 for r in rows if r["predicted_ok"] is None)}
+
+
+def _table(rows: list[dict]) -> str:
+    out = [f"{'case':58} {'ver':7} {'rep':>7} {'pred':>7} {'dKV':>6} {'naive':>7}  outcome"]
+    for r in rows:
+        rep, pr = r["reported_kv_gib"], r["predicted_kv_gib"]
+        dkv = f"{pr - rep:+6.2f}" if rep is not None and pr is not None else "     -"
+        ok = {True: "start", False: "FAIL", None: "?"}[r["predicted_ok"]]
+        actual = "start" if r["outcome"] == "started" else "FAIL"
+        mark = "" if r["predicted_ok"] is None or (r["predicted_ok"] == (actual == "start")) \
+            else "  <-- wrong"
+        extra = r["failure"] or ""
+        if r["error"] and r["predicted_ok"] is None:
+            extra = r["error"]
+        out.append(f"{r['id'][:58]:58} {str(r['version'])[:7]:7} "
+                   f"{'-' if rep is None else f'{rep:.2f}':>7} "
+                   f"{'-' if pr is None else f'{pr:.2f}':>7} {dkv} "
+                   f"{'-' if r['naive_kv_gib'] is None else format(r['naive_kv_gib'], '.2f'):>7}  "
+                   f"{actual}->{ok} {extra}{mark}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=str(DATA / "cases.jsonl"))
+    ap.add_argument("--gpus", default=str(DATA / "gpus.jsonl"))
+    ap.add_argument("--verbose", action="store_true", help="per-case table")
+    ap.add_argument("--json", action="store_true", help="rows and summary as JSON")
+    ap.add_argument("--no-free", action="store_true",
+                    help="ignore the measured free memory some cases carry")
+    ap.add_argument("--version-default", default=NEWEST_VERSION,
+                    help="version for cases whose version is unknown")
+    args = ap.parse_args(argv)
+    gpus = {g["short_name"]: g for g in load_jsonl(Path(args.gpus))}
+    rows = [run_case(c, gpus, use_free=not args.no_free, default_version=args.version_default)
+            for c in load_jsonl(Path(args.cases))]
+    summary = summarize(rows)
+    if args.json:
+        print(json.dumps({"summary": summary, "cases": rows}, indent=1))
+        return 0
+    if args.verbose:
+        print(_table(rows))
+        print()
+    s = summary
+    print(f"cases: {s['cases']} (KV compared on {s['kv_cases']} started cases; "
+          f"{s['unpredicted']} without a model config or GPU)")
+    print(f"{'':24}{'vramguard':>12}{'naive':>12}")
+    print(f"{'median |dKV| (GiB)':24}{s['median_abs_dkv_gib']!s:>12}"
+          f"{s['naive_median_abs_dkv_gib']!s:>12}")
+    print(f"{'p90 |dKV| (GiB)':24}{s['p90_abs_dkv_gib']!s:>12}{s['naive_p90_abs_dkv_gib']!s:>12}")
+    print(f"{'outcome accuracy':24}{s['outcome_accuracy']!s:>12}"
+          f"{s['naive_outcome_accuracy']!s:>12}")
+    print(f"median improvement over naive: {s['median_improvement_x']}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

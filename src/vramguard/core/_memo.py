@@ -1,0 +1,195 @@
+"""Memoized planner terms that do not depend on the flags a search varies.
+
+A tuner plans thousands of candidates of one model that differ only in
+`gpu_memory_utilization`, `max_model_len`, `max_num_seqs`, `max_num_batched_tokens` (and a
+few discrete flags). The version row, the weights per rank, the KV layout, the derived
+maximum length and the activation peak are the same for many of them; these wrappers
+compute each once per distinct input and return the stored (immutable) result.
+
+Keys are exactly the inputs that matter:
+* the model by identity (`id(spec)`, the spec itself kept alive in the slot, so an id is
+  never reused while its entry lives); ModelSpec is frozen and holds dicts, so it cannot be
+  hashed by value cheaply;
+* Settings by every field except those the wrapped function provably does not read
+  (`_NOT_READ_*`; a new Settings field is part of the key by default);
+* every other argument as given.
+
+`set_enabled(False)` (or `disabled()`) turns the caches off: tests compare memoized plans
+with fresh ones. Results are shared objects: callers must not mutate them (all are frozen
+dataclasses, tuples or ints).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from contextlib import contextmanager
+from dataclasses import fields
+from functools import lru_cache
+from operator import attrgetter
+
+from . import activation as _act
+from . import kv as _kv
+from . import maxlen as _maxlen
+from . import rules as _rules
+from . import weights as _weights
+from .model import ModelSpec
+from .settings import Settings
+
+MAX_SPECS = 16                 # models kept (the oldest evicted first)
+MAX_ENTRIES_PER_TABLE = 4096   # per model and table; cleared when full
+
+# Settings fields the wrapped functions never read (anything else is part of the key).
+# NOTE: only flags a search varies are left out; tests/core/test_tuner_memo.py varies every
+# field and compares with fresh plans, so a wrapped function that starts reading one fails.
+_SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len_auto",
+                       "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes",
+                       "num_gpu_blocks_override", "user_set", "model"})
+_NOT_READ_WEIGHTS = _SEARCHED | {"kv_cache_dtype", "block_size", "disable_sliding_window",
+                                 "disable_hybrid_kv_cache_manager", "num_speculative_tokens",
+                                 "enforce_eager"}
+_NOT_READ_LAYOUT = _SEARCHED | {"cpu_offload_gb", "enforce_eager", "enable_lora", "max_loras",
+                                "max_lora_rank"}
+
+_ALL_FIELDS = tuple(f.name for f in fields(Settings))
+_WEIGHT_FIELDS = tuple(n for n in _ALL_FIELDS if n not in _NOT_READ_WEIGHTS)
+_LAYOUT_FIELDS = tuple(n for n in _ALL_FIELDS if n not in _NOT_READ_LAYOUT)
+_weight_key = attrgetter(*_WEIGHT_FIELDS)      # C-speed tuple of the fields
+_layout_key = attrgetter(*_LAYOUT_FIELDS)
+_MISSING = object()
+
+# NOTE: `Settings()` builds 30 fields and a frozenset; the planner compares against the
+# defaults 15 times per plan. Frozen, so one shared instance is safe.
+DEFAULT_SETTINGS = Settings()
+
+_enabled = True
+_specs: "OrderedDict[int, tuple[ModelSpec, dict[str, dict]]]" = OrderedDict()
+stats = {"misses": 0}             # computations (a call that is not a miss is a hit)
+
+
+def set_enabled(on: bool) -> None:
+    """Turn the caches on or off (off: every call computes afresh)."""
+    global _enabled
+    _enabled = bool(on)
+
+
+@contextmanager
+def disabled():
+    """`with disabled(): ...` computes every term afresh (tests)."""
+    global _enabled
+    before = _enabled
+    _enabled = False
+    try:
+        yield
+    finally:
+        _enabled = before
+
+
+def clear() -> None:
+    """Forget every stored result."""
+    _specs.clear()
+    _rules_cached.cache_clear()
+    stats["misses"] = 0
+
+
+def _table(spec: ModelSpec, name: str) -> dict:
+    # NOTE: hot path (5 calls per plan): no LRU reordering, oldest model evicted first.
+    slot = _specs.get(id(spec))
+    if slot is None or slot[0] is not spec:
+        slot = (spec, {})
+        _specs[id(spec)] = slot
+        while len(_specs) > MAX_SPECS:
+            _specs.popitem(last=False)
+    tables = slot[1]
+    table = tables.get(name)
+    if table is None or len(table) >= MAX_ENTRIES_PER_TABLE:
+        table = tables[name] = {}
+    return table
+
+
+def _lookup(table: dict, key, compute):
+    value = table.get(key, _MISSING)
+    if value is _MISSING:
+        stats["misses"] += 1
+        value = table[key] = compute()
+    return value
+
+
+# ---- the wrapped terms (same signatures as the originals) ------------------------------
+
+@lru_cache(maxsize=256)
+def _rules_cached(vllm_version, engine):
+    return _rules.resolve_rules(vllm_version, engine)
+
+
+def resolve_rules(vllm_version: str | None = None, engine: str | None = None):
+    """`rules.resolve_rules`, cached on (version, engine). Errors are not cached."""
+    if not _enabled:
+        return _rules.resolve_rules(vllm_version, engine)
+    return _rules_cached(vllm_version, engine)
+
+
+def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=None):
+    """`weights.weights_per_rank`, cached per model on the fields it reads."""
+    if not _enabled:
+        return _weights.weights_per_rank(spec, settings, compute_capability)
+    key = (_weight_key(settings), compute_capability)
+    return _lookup(_table(spec, "weights"), key,
+                   lambda: _weights.weights_per_rank(spec, settings, compute_capability))
+
+
+def _lookup_rules(table: dict, rules, key, compute):
+    """Like `_lookup` with a version row in the key by identity (hashing a VllmRules row
+    hashes every field): the row is stored with the value and checked on a hit."""
+    full = (id(rules), key)
+    hit = table.get(full)
+    if hit is not None and hit[0] is rules:
+        return hit[1]
+    stats["misses"] += 1
+    value = compute()
+    table[full] = (rules, value)
+    return value
+
+
+def build_layout(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):
+    """`kv.build_layout`, cached per model on the fields it reads and every argument."""
+    if not _enabled:
+        return _kv.build_layout(spec, settings, rules, layer_range, **kw)
+    key = (_layout_key(settings), tuple(layer_range), tuple(sorted(kw.items())))
+    return _lookup_rules(_table(spec, "layout"), rules, key,
+                         lambda: _kv.build_layout(spec, settings, rules, layer_range, **kw))
+
+
+def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_window=False,
+                          sliding_window=None):
+    """`maxlen.resolve_max_model_len`, cached; a UsageError is raised afresh every time."""
+    if not _enabled:
+        return _maxlen.resolve_max_model_len(spec, rules, user_len,
+                                             disable_sliding_window=disable_sliding_window,
+                                             sliding_window=sliding_window)
+    key = (user_len, disable_sliding_window, sliding_window)
+    return _lookup_rules(_table(spec, "maxlen"), rules, key,
+                         lambda: _maxlen.resolve_max_model_len(
+                             spec, rules, user_len, disable_sliding_window=disable_sliding_window,
+                             sliding_window=sliding_window))
+
+
+def activation_bytes(spec: ModelSpec, shape):
+    """`activation.activation_bytes`, cached on the profile shape (a frozen dataclass).
+
+    NOTE: the returned parts dict is shared: read it, do not change it."""
+    if not _enabled:
+        return _act.activation_bytes(spec, shape)
+    return _lookup(_table(spec, "activation"), shape,
+                   lambda: _act.activation_bytes(spec, shape))
+
+
+def sliding_window(spec: ModelSpec) -> int | None:
+    """The first sliding window of the model's layers (a per-model constant)."""
+    if not _enabled:
+        return _first_window(spec)
+    return _lookup(_table(spec, "window"), None, lambda: _first_window(spec))
+
+
+def _first_window(spec: ModelSpec) -> int | None:
+    return next((l.attention.sliding_window_tokens for l in spec.layers
+                 if l.attention.sliding_window_tokens), None)

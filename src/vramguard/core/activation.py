@@ -1,0 +1,154 @@
+"""Estimates of the profile-run terms vLLM measures: activation `A`, non-torch `N`, graphs `G`.
+
+These are the only fitted parts of the planner. Each is a small physical model with a few
+global coefficients (documented, with the data they were fitted on, in docs/accuracy.md):
+
+* `A` (activation peak of the dummy forward + sampler): the residual stream and the
+  per-layer temporaries of `max_num_batched_tokens` tokens (∝ tokens × hidden), the fused-MoE
+  workspace (∝ tokens × top-k × (3·expert intermediate / TP + hidden)), and on the last PP rank
+  the sampler's fp32 logits for min(max_num_seqs, max_num_batched_tokens) requests × vocab;
+  a vision tower adds an encoder batch (∝ tokens × vision hidden).
+* `N` (non-torch growth): cuBLAS/attention workspaces, plus custom all-reduce and NCCL
+  buffers when TP > 1.
+* `G` (CUDA-graph pool): a fixed part plus a per-layer part, scaled by how many batch sizes
+  are captured (the default list goes up to min(2·max_num_seqs, 512)).
+* CUDA context: what a process's context takes before vLLM's snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import ModelSpec
+
+_GIB = 1 << 30
+
+# ---- fitted global coefficients (docs/accuracy.md) --------------------------------------
+# bytes per (token × hidden) of the dummy forward, by engine (v1 keeps more temporaries
+# alive under torch.compile; v0 runs eager layers)
+ACT_BYTES_PER_TOKEN_HIDDEN = {"v0": 21.4, "v1": 30.0}
+ACT_MOE_FACTOR = 1.6                  # × the fused-MoE workspace bytes
+# NOTE: the fp32 logit copies of the profile run's dummy sampler are a version-table field
+# (VllmRules.profile_sampler_copies): v0 samples the dummy batch with top_k = vocab − 1, which
+# takes the sort-based top-k/top-p path (values, int64 indices, probabilities, cumsum).
+SAMPLER_WARMUP_COPIES = 6.0           # × fp32 logits in the v1 sampler warm-up (top-k/p, logprobs)
+# encoder profiling, per (patch × vision hidden): v0 profiles the encoder inside the one
+# dummy forward (eager ViT, all temporaries live); v1 runs it alone with fused attention.
+VISION_BYTES_PER_PATCH_HIDDEN = {"v0": 44.0, "v1": 8.0}
+VISION_DYNAMIC_MAX_PATCHES = 65536    # dynamic-resolution towers: 16384 merged tokens × 2×2
+NON_TORCH_BASE = int(0.2 * _GIB)      # cuBLAS / attention workspaces
+NON_TORCH_TP = int(1.85 * _GIB)       # custom all-reduce + NCCL growth when TP > 1
+GRAPH_BASE = int(0.30 * _GIB)         # CUDA graph pool: fixed part
+GRAPH_PER_LAYER = int(0.018 * _GIB)   # ... and per decoder layer on the rank
+GRAPH_FULL_SIZES = 67                 # number of capture sizes up to 512 (1, 2, 4, 8..512)
+# CUDA context + allocator before the snapshot: grows with the card (page tables, SMs):
+# 0.3 GiB + 0.25 % of the total, at most 0.6 GiB (observed: H100 0.51, L40S 0.49, A100-40GB
+# 0.41, RTX 4090 0.38, RTX 3090 ~0.35 GiB); ROCm 0.35 GiB (MI300X 0.33, MI50 0.45)
+CUDA_CONTEXT_BASE = int(0.3 * _GIB)
+CUDA_CONTEXT_PER_TOTAL = 0.0025
+CUDA_CONTEXT_MAX = int(0.6 * _GIB)
+ROCM_CONTEXT = int(0.35 * _GIB)
+NCCL_BEFORE_SNAPSHOT = int(1.0 * _GIB)  # NCCL communicators when world size > 1 (0.11+)
+CUBLAS_BEFORE_SNAPSHOT = int(0.1 * _GIB)  # 0.33: cuBLAS handles created before the snapshot
+
+# relative uncertainty of each estimate (the honest band)
+ACT_REL, NON_TORCH_REL, GRAPH_REL = 0.35, 0.5, 0.5
+
+
+@dataclass(frozen=True)
+class ProfileShape:
+    """What the profile run processes on one rank."""
+
+    batched_tokens: int
+    num_reqs: int
+    last_pp_rank: bool
+    first_pp_rank: bool
+    tp: int
+    moe_inter_divisor: int      # TP without expert parallelism, 1 with it
+    dtype_bytes: int
+    engine: str = "v1"
+    sampler_copies: float = 2.1
+
+
+def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1") -> int:
+    """Peak of the encoder's dummy batch: the largest image's patches × vision hidden."""
+    v = spec.vision
+    if v is None or not v.hidden_size:
+        return 0
+    if v.image_size and v.patch_size:
+        patches = (v.image_size // v.patch_size) ** 2
+    else:
+        patches = VISION_DYNAMIC_MAX_PATCHES
+    per = VISION_BYTES_PER_PATCH_HIDDEN["v0" if engine == "v0" else "v1"]
+    return int(patches * v.hidden_size * per / max(1, tp) ** 0.5)
+
+
+def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> tuple[int, dict[str, int]]:
+    """Activation peak `A` on one rank, and its parts (for the assumptions).
+
+    v0 profiles text and multimodal inputs in one forward (the encoder adds); v1 runs the
+    encoder batch first and frees it, so the peak is the larger of the two.
+    """
+    t = shape.batched_tokens
+    eng = "v0" if shape.engine == "v0" else "v1"
+    dtype_scale = 1.0 + 0.3 * (shape.dtype_bytes / 2 - 1)
+    parts: dict[str, int] = {}
+    parts["hidden"] = int(t * spec.hidden_size * ACT_BYTES_PER_TOKEN_HIDDEN[eng] * dtype_scale)
+    if spec.moe is not None:
+        m = spec.moe
+        inter = m.moe_intermediate_size / max(1, shape.moe_inter_divisor)
+        ws = t * m.num_experts_per_tok * (3 * inter + spec.hidden_size) * 2
+        parts["moe_workspace"] = int(ws * ACT_MOE_FACTOR)
+    if shape.last_pp_rank and not spec.is_encoder_only:
+        parts["sampler_logits"] = int(shape.num_reqs * spec.vocab_size * 4
+                                      * shape.sampler_copies)
+    total = sum(parts.values())
+    enc = vision_encoder_bytes(spec, shape.tp, eng) if shape.first_pp_rank else 0
+    if enc:
+        parts["vision_encoder"] = enc
+        total = total + enc if eng == "v0" else max(total, enc)
+    return total, parts
+
+
+def sampler_warmup_bytes(spec: ModelSpec, num_reqs: int) -> int:
+    """Memory the sampler warm-up needs with `num_reqs` dummy requests (fp32 logits copies)."""
+    if spec.is_encoder_only:
+        return 0
+    return int(num_reqs * spec.vocab_size * 4 * SAMPLER_WARMUP_COPIES)
+
+
+def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True) -> int:
+    """Non-torch growth `N` during profiling on one rank."""
+    extra = NON_TORCH_TP if tp > 1 and custom_all_reduce else (NON_TORCH_TP // 4 if tp > 1 else 0)
+    return NON_TORCH_BASE + extra
+
+
+def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
+                  cap: int = 512) -> int:
+    """How many batch sizes vLLM captures by default (1, 2, 4, then multiples of 8)."""
+    largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), cap)
+    n = sum(1 for s in (1, 2, 4) if s <= largest)
+    return n + max(0, largest // 8)
+
+
+def cuda_graph_bytes(num_layers_on_rank: int, max_num_seqs: int,
+                     num_speculative_tokens: int = 0, cap: int = 512) -> int:
+    """The CUDA-graph pool `G` on one rank."""
+    sizes = capture_sizes(max_num_seqs, num_speculative_tokens, cap)
+    scale = 0.4 + 0.6 * min(1.0, sizes / GRAPH_FULL_SIZES)
+    return int((GRAPH_BASE + GRAPH_PER_LAYER * num_layers_on_rank) * scale)
+
+
+def context_bytes(world_size: int, *, nccl_before_snapshot: bool,
+                  cublas_before_snapshot: bool, total_bytes: int = 80 << 30,
+                  vendor: str = "nvidia") -> int:
+    """Memory vLLM's own process holds before the free-memory snapshot."""
+    if vendor == "amd":
+        ctx = ROCM_CONTEXT
+    else:
+        ctx = min(CUDA_CONTEXT_MAX, CUDA_CONTEXT_BASE + int(CUDA_CONTEXT_PER_TOTAL * total_bytes))
+    if world_size > 1 and nccl_before_snapshot:
+        ctx += NCCL_BEFORE_SNAPSHOT
+    if cublas_before_snapshot:
+        ctx += CUBLAS_BEFORE_SNAPSHOT
+    return ctx

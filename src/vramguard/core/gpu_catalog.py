@@ -1,0 +1,143 @@
+"""GPU catalog: CUDA-reported totals, compute capability and nvidia-smi names.
+
+Pure data plus a loose lookup. `total_bytes` is what `cudaMemGetInfo` / torch reports (the
+`T` of vLLM's formulas), not the marketing size. Where a vLLM/torch total was seen in a
+published log (bench/data/gpus.jsonl), that figure is used (`source="catalog"`). Otherwise the
+total is derived from the nvidia-smi MiB figure minus a driver reservation of 512 MiB
+(observed reservations: 450-770 MiB across H100/H200/B200/A100/RTX cards) and marked
+`source="derived: nvidia-smi MiB - 512 MiB"`; expect about +-0.3 GiB on those.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+from .gpu import GpuSpec
+
+_GIB = 1 << 30
+_MIB = 1 << 20
+SMI_RESERVATION_MIB = 512
+_DERIVED = f"derived: nvidia-smi MiB - {SMI_RESERVATION_MIB} MiB"
+
+# short name, CUDA total GiB (None: derive), nvidia-smi MiB, compute capability, vendor, uma,
+# full nvidia-smi name, aliases
+_ROWS: tuple[tuple, ...] = (
+    ("A100-40GB", 39.49, 40960, (8, 0), "nvidia", False, "NVIDIA A100-SXM4-40GB",
+     ("NVIDIA A100-PCIE-40GB", "A100 40GB", "A100-40G")),
+    ("A100-80GB", 79.25, 81920, (8, 0), "nvidia", False, "NVIDIA A100-SXM4-80GB",
+     ("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB", "A100 80GB", "A100", "A100-80G")),
+    ("H100-80GB", 79.19, 81559, (9, 0), "nvidia", False, "NVIDIA H100 80GB HBM3",
+     ("H100", "H100-SXM", "H100 SXM", "H100-80G", "NVIDIA H100")),
+    ("H100-PCIe", 79.19, 81559, (9, 0), "nvidia", False, "NVIDIA H100 PCIe",
+     ("H100 PCIe", "H100-PCIE-80GB")),
+    ("H100-NVL", None, 95830, (9, 0), "nvidia", False, "NVIDIA H100 NVL", ("H100NVL",)),
+    ("H200", 139.81, 143771, (9, 0), "nvidia", False, "NVIDIA H200",
+     ("H200-141GB", "NVIDIA H200 NVL", "H200 NVL")),
+    ("H20", 95.33, 97871, (9, 0), "nvidia", False, "NVIDIA H20", ("H20-96GB",)),
+    ("GH200", 95.0, None, (9, 0), "nvidia", True, "NVIDIA GH200 480GB",
+     ("GH200-96GB", "NVIDIA GH200 96GB HBM3")),
+    ("B200", 178.35, 183359, (10, 0), "nvidia", False, "NVIDIA B200", ("B200-180GB",)),
+    # NOTE: no B300 total seen in a published log; 275,040 MiB is an unverified nvidia-smi figure.
+    ("B300", None, 275040, (10, 3), "nvidia", False, "NVIDIA B300 SXM6 AC", ("B300-288GB",)),
+    ("L4", 22.05, 23034, (8, 9), "nvidia", False, "NVIDIA L4", ()),
+    ("L40S", 44.39, 46068, (8, 9), "nvidia", False, "NVIDIA L40S", ()),
+    ("L40", None, 46068, (8, 9), "nvidia", False, "NVIDIA L40", ()),
+    ("A40", None, 46068, (8, 6), "nvidia", False, "NVIDIA A40", ()),
+    ("A10G", None, 23028, (8, 6), "nvidia", False, "NVIDIA A10G", ()),
+    ("A10", None, 23028, (8, 6), "nvidia", False, "NVIDIA A10", ()),
+    ("A6000", None, 49140, (8, 6), "nvidia", False, "NVIDIA RTX A6000", ("RTX A6000",)),
+    ("RTX-6000-Ada", None, 49140, (8, 9), "nvidia", False, "NVIDIA RTX 6000 Ada Generation",
+     ("RTX 6000 Ada", "RTX6000 Ada")),
+    ("RTX-PRO-6000", 95.01, None, (12, 0), "nvidia", False,
+     "NVIDIA RTX PRO 6000 Blackwell Server Edition", ("RTX PRO 6000 Server",)),
+    ("RTX-PRO-6000-WS", None, 97887, (12, 0), "nvidia", False,
+     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+     ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTX PRO 6000 Max-Q")),
+    ("RTX-PRO-4500", 31.38, 32623, (12, 0), "nvidia", False,
+     "NVIDIA RTX PRO 4500 Blackwell Server Edition", ()),
+    ("T4", 14.58, 15360, (7, 5), "nvidia", False, "Tesla T4", ("NVIDIA Tesla T4", "T4-16GB")),
+    ("V100-16GB", None, 16160, (7, 0), "nvidia", False, "Tesla V100-SXM2-16GB",
+     ("V100 16GB", "Tesla V100-PCIE-16GB")),
+    ("V100-32GB", 31.74, 32510, (7, 0), "nvidia", False, "Tesla V100-SXM2-32GB",
+     ("V100", "V100 32GB", "Tesla V100-PCIE-32GB", "NVIDIA Tesla V100 32GB")),
+    ("RTX-3090", 23.56, 24576, (8, 6), "nvidia", False, "NVIDIA GeForce RTX 3090", ("3090",)),
+    ("RTX-4090", 23.52, 24564, (8, 9), "nvidia", False, "NVIDIA GeForce RTX 4090",
+     ("4090", "RTX-4090D", "NVIDIA GeForce RTX 4090 D")),
+    ("RTX-5090", 31.36, 32607, (12, 0), "nvidia", False, "NVIDIA GeForce RTX 5090",
+     ("5090", "NVIDIA GeForce RTX 5090 D")),
+    ("RTX-5090-Laptop", 22.36, None, (12, 0), "nvidia", False,
+     "NVIDIA GeForce RTX 5090 Laptop GPU", ()),
+    ("RTX-5070Ti", None, 16303, (12, 0), "nvidia", False, "NVIDIA GeForce RTX 5070 Ti", ()),
+    ("RTX-4080", None, 16376, (8, 9), "nvidia", False, "NVIDIA GeForce RTX 4080", ("4080",)),
+    ("RTX-4070", None, 12282, (8, 9), "nvidia", False, "NVIDIA GeForce RTX 4070", ("4070",)),
+    # NOTE: the 8 GB (laptop) 4070 printed a 7.65 GiB total in a published log.
+    ("RTX-4070-8GB", 7.65, 8188, (8, 9), "nvidia", False, "NVIDIA GeForce RTX 4070 Laptop GPU",
+     ("RTX 4070 Laptop",)),
+    ("RTX-3080", None, 10240, (8, 6), "nvidia", False, "NVIDIA GeForce RTX 3080", ("3080",)),
+    ("RTX-2080Ti", None, 11264, (7, 5), "nvidia", False, "NVIDIA GeForce RTX 2080 Ti",
+     ("2080Ti", "RTX 2080 Ti")),
+    ("MI300X", 191.98, None, None, "amd", False, "AMD Instinct MI300X", ("MI300",)),
+    ("MI250", None, 65520, None, "amd", False, "AMD Instinct MI250X/MI250", ("MI250X",)),
+    ("MI50-32GB", 31.98, None, None, "amd", False, "AMD Instinct MI50 32GB", ("MI50",)),
+    ("GB10", 121.69, None, (12, 1), "nvidia", True, "NVIDIA GB10", ("DGX Spark",)),
+    ("Jetson-AGX-Orin", 29.96, None, (8, 7), "nvidia", True, "NVIDIA Jetson AGX Orin",
+     ("Orin", "Jetson Orin")),
+)
+
+
+def _spec(row: tuple) -> GpuSpec:
+    name, cuda_gib, smi_mib, cc, vendor, uma, full, aliases = row
+    if cuda_gib is not None:
+        total, source = int(round(cuda_gib * _GIB)), "catalog"
+    else:
+        total, source = (smi_mib - SMI_RESERVATION_MIB) * _MIB, _DERIVED
+    return GpuSpec(name=name, total_bytes=total, full_name=full, compute_capability=cc,
+                   vendor=vendor, uma=uma, aliases=(full,) + tuple(aliases), source=source)
+
+
+CATALOG: tuple[GpuSpec, ...] = tuple(_spec(r) for r in _ROWS)
+
+_NOISE = re.compile(r"\b(nvidia|geforce|tesla|amd|instinct)\b|\d+gb hbm\d?e?|hbm\d?e?|[\s_\-()]+")
+
+
+def _norm(name: str) -> str:
+    """Loose key: case, spaces, dashes, vendor words and '80GB HBM3'-style suffixes ignored."""
+    key = _NOISE.sub("", name.lower())
+    return key.replace("gb", "g")
+
+
+def _index() -> dict[str, GpuSpec]:
+    idx: dict[str, GpuSpec] = {}
+    for spec in CATALOG:
+        idx.setdefault(_norm(spec.name), spec)
+    for spec in CATALOG:
+        for alias in spec.aliases:
+            idx.setdefault(_norm(alias), spec)
+    return idx
+
+
+_INDEX = _index()
+
+
+def lookup_gpu(name: str) -> GpuSpec:
+    """The catalog entry for `name` (short name, nvidia-smi name or alias, matched loosely).
+
+    Raises UsageError with close suggestions when nothing matches.
+    """
+    from ..errors import UsageError   # NOTE: errors.py is stdlib-only, safe for the core
+
+    key = _norm(name or "")
+    if key in _INDEX:
+        return _INDEX[key]
+    close = difflib.get_close_matches(key, list(_INDEX), n=3, cutoff=0.6)
+    names = sorted({_INDEX[k].name for k in close})
+    hint = f"Did you mean {', '.join(names)}? " if names else ""
+    raise UsageError(f"unknown GPU {name!r}", where="--gpu",
+                     fix=f"{hint}See `vramguard gpus` for the catalog, or pass --gpu-memory "
+                         "with the total in GiB")
+
+
+def list_gpus() -> tuple[GpuSpec, ...]:
+    """Every catalog GPU, in catalog order."""
+    return CATALOG

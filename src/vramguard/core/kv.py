@@ -1,0 +1,252 @@
+"""KV-cache specs, grouping, page sizes, blocks/tokens/concurrency and the capacity check.
+
+§4-§6 of the reference. One `KvLayout` per worker (its PP stage's layers at its TP rank):
+block size, groups (one per kind x layers-per-group), page `P`, and per-request blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import CHUNKED, FULL, MAMBA, MLA, NONE, SLIDING, ModelSpec
+from .rules import VllmRules
+from .settings import Settings
+
+_FP8 = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
+# packed MLA layouts: bytes per token per layer regardless of the latent size (§4)
+MLA_PACKED_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+_ATTN = (FULL, SLIDING, CHUNKED, MLA)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def kv_dtype_bytes(spec: ModelSpec, settings: Settings, rules: VllmRules,
+                   model_dtype_bytes: int) -> tuple[int, str]:
+    """(bytes per element, effective kv_cache_dtype) - fp8 variants are 1 byte (§4)."""
+    d = (settings.kv_cache_dtype or "auto").lower()
+    if d == "auto" and rules.modelopt_kv_auto_fp8 and spec.quant and spec.quant.kv_cache_scheme:
+        scheme = spec.quant.kv_cache_scheme.lower()
+        d = "fp8" if "fp8" in scheme else ("nvfp4" if "fp4" in scheme else d)
+    if d in _FP8 or d == "nvfp4_ds_mla":
+        return 1, d
+    if d == "nvfp4":
+        return 1, d        # NOTE: packed 4-bit + scales; counted as 1 B (upper bound)
+    if d in ("bfloat16", "float16", "half", "bf16", "fp16"):
+        return 2, d
+    if d in ("float32", "float", "fp32"):
+        return 4, d
+    return model_dtype_bytes, "auto"
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """One KV-cache group: `num_layers` layers of one kind sharing the block table."""
+
+    kind: str
+    num_layers: int               # real layers in the group
+    padded_layers: int            # layers the page accounts for (padding included)
+    window_tokens: int | None = None
+    per_request_fixed: int | None = None     # mamba: blocks per request regardless of L
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """The KV layout of one worker."""
+
+    block_size: int
+    page_size_bytes: int          # P: bytes per block (all layers of one group)
+    bytes_per_token: int          # attention bytes per token on this worker (all layers)
+    groups: tuple[KvGroup, ...]
+    attn_page_per_token_layer: int      # bytes/token of one attention layer
+    mamba_page_bytes: int = 0           # per-layer mamba page (after padding)
+    mamba_padding_pct: float = 0.0
+    block_size_enlarged: bool = False
+    padding_layers: int = 0
+    inflight_tokens: int = 0            # I of the sliding/chunked caps
+    attention_free: bool = False
+
+    def blocks_per_request(self, max_model_len: int) -> int:
+        """Σ over groups of the blocks one request of `max_model_len` needs."""
+        return sum(_group_blocks(g, max_model_len, self.block_size, self.inflight_tokens)
+                   for g in self.groups)
+
+    def needed_bytes(self, max_model_len: int) -> int:
+        """vLLM's `max_memory_usage` for one request of `max_model_len`, on this worker."""
+        return self.blocks_per_request(max_model_len) * self.page_size_bytes
+
+
+def _group_blocks(g: KvGroup, L: int, b: int, inflight: int) -> int:
+    if g.per_request_fixed is not None:
+        return g.per_request_fixed
+    if g.kind == SLIDING and g.window_tokens:
+        return cdiv(min(g.window_tokens - 1 + inflight, L), b) + 1
+    if g.kind == CHUNKED and g.window_tokens:
+        return cdiv(min(g.window_tokens + inflight, L), b)
+    return cdiv(L, b)
+
+
+def default_block_size(spec: ModelSpec, settings: Settings, rules: VllmRules, *,
+                       device: str = "cuda", compute_capability: tuple[int, int] | None = None) -> int:
+    """Block size before hybrid enlargement: user > CPU 128 > MLA 64/128 > 16 (§9)."""
+    if settings.block_size:
+        return int(settings.block_size)
+    if device == "cpu":
+        return 16 if spec.uses_mla else rules.cpu_block_size
+    if spec.uses_mla and rules.mla_supported:
+        blackwell = bool(compute_capability and compute_capability[0] == 10)
+        return 128 if blackwell else rules.mla_block_size
+    return 16
+
+
+def inflight_tokens(rules: VllmRules, settings: Settings, max_num_batched_tokens: int,
+                    async_scheduling: bool = False) -> int:
+    """I of the sliding-window / chunked-local caps (§4)."""
+    if rules.sliding_inflight == "batched":
+        return max_num_batched_tokens
+    if rules.sliding_inflight == "batched_x_batches":
+        pp = settings.pipeline_parallel_size
+        batches = 2 if (async_scheduling and pp == 1) else pp
+        return batches * max_num_batched_tokens
+    return max_num_batched_tokens
+
+
+def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) -> str:
+    if kind == MLA and not rules.mla_supported:
+        return FULL
+    if kind in (SLIDING, CHUNKED):
+        if engine == "v0" or not rules.hybrid_kv_manager or settings.disable_hybrid_kv_cache_manager:
+            return FULL
+        if kind == SLIDING and settings.disable_sliding_window:
+            return FULL
+    return kind
+
+
+def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_range: tuple[int, int],
+                 *, kv_bytes: int, mamba_bytes: int, block_size: int, engine: str,
+                 max_num_batched_tokens: int, async_scheduling: bool = False,
+                 kernel_alignment: int = 16, kv_dtype_name: str = "auto") -> KvLayout:
+    """The KV layout of one worker holding `layer_range` at TP `settings.tensor_parallel_size`."""
+    tp = settings.tensor_parallel_size
+    start, end = layer_range
+    layers = spec.layers[start:end]
+    kinds: dict[tuple[str, int | None], int] = {}
+    attn_bpt = 0
+    per_layer_bpt = 0
+    mamba_page = 0
+    for layer in layers:
+        a = layer.attention
+        kind = _layer_kind(a.kind, rules, settings, engine)
+        if kind == NONE:
+            continue
+        if kind == MAMBA:
+            if a.mamba is not None:
+                mamba_page = max(mamba_page, a.mamba.page_bytes(tp, mamba_bytes))
+            kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + 1
+            continue
+        bpt = a.kv_bytes_per_token(tp, kv_bytes)
+        if a.kind == MLA and kv_dtype_name in MLA_PACKED_BYTES:
+            bpt = MLA_PACKED_BYTES[kv_dtype_name]
+        if a.kind == MLA and kind == FULL:
+            # NOTE: before MLA support (v0 < 0.7.1) DeepSeek-V2 used full heads padded to 256.
+            heads = max(1, spec.num_attention_heads // tp)
+            bpt = heads * 2 * 256 * kv_bytes
+        attn_bpt += bpt
+        per_layer_bpt = max(per_layer_bpt, bpt)
+        window = a.sliding_window_tokens if kind == SLIDING else (
+            a.chunk_size_tokens if kind == CHUNKED else None)
+        key = (kind, window)
+        kinds[key] = kinds.get(key, 0) + 1
+    inflight = inflight_tokens(rules, settings, max_num_batched_tokens, async_scheduling)
+    b = block_size
+    enlarged, pad_pct = False, 0.0
+    has_mamba = (MAMBA, None) in kinds
+    n_attn = sum(n for (k, _), n in kinds.items() if k != MAMBA)
+    if not kinds:
+        return KvLayout(block_size=b, page_size_bytes=0, bytes_per_token=0, groups=(),
+                        attn_page_per_token_layer=0, attention_free=True)
+    if has_mamba and rules.hybrid_page_unification and per_layer_bpt:
+        if mamba_page > b * per_layer_bpt:
+            align = 128 if spec.uses_mla else kernel_alignment
+            b = align * cdiv(mamba_page, align * per_layer_bpt)
+            enlarged = True
+        padded = b * per_layer_bpt
+        if mamba_page:
+            pad_pct = (padded - mamba_page) / mamba_page * 100
+        mamba_page = padded
+    elif has_mamba and not per_layer_bpt:
+        per_layer_bpt = 0
+    spec_blocks = settings.num_speculative_tokens if has_mamba else 0
+    if len(kinds) == 1 and not has_mamba:
+        (kind, window), n = next(iter(kinds.items()))
+        groups = (KvGroup(kind, n, n, window),)
+        page = b * attn_bpt
+        return KvLayout(block_size=b, page_size_bytes=page, bytes_per_token=attn_bpt,
+                        groups=groups, attn_page_per_token_layer=per_layer_bpt,
+                        inflight_tokens=inflight)
+    # Grouped (hybrid or mixed attention): equal-size groups, padding layers added.
+    counts = sorted(kinds.values())
+    lo, hi = counts[0], counts[-1]
+    group_size = hi if hi < lo * 1.25 else lo
+    groups: list[KvGroup] = []
+    padding = 0
+    for (kind, window), n in kinds.items():
+        num = cdiv(n, group_size)
+        padding += num * group_size - n
+        for i in range(num):
+            real = min(group_size, n - i * group_size)
+            fixed = (1 + spec_blocks) if kind == MAMBA else None
+            groups.append(KvGroup(kind, real, group_size, window, fixed))
+    unit_page = max(b * per_layer_bpt, mamba_page)
+    page = unit_page * group_size
+    return KvLayout(block_size=b, page_size_bytes=page, bytes_per_token=attn_bpt,
+                    groups=tuple(groups), attn_page_per_token_layer=per_layer_bpt,
+                    mamba_page_bytes=mamba_page, mamba_padding_pct=pad_pct,
+                    block_size_enlarged=enlarged, padding_layers=padding,
+                    inflight_tokens=inflight, attention_free=n_attn == 0 and not has_mamba)
+
+
+# ---- capacity --------------------------------------------------------------------------
+
+def estimate_max_len(layout: KvLayout, avail_bytes: int, max_model_len: int) -> int:
+    """vLLM's binary search over [1, L] for the largest L' whose one request fits (0: none)."""
+    if layout.page_size_bytes <= 0:
+        return max_model_len
+    if layout.needed_bytes(1) > avail_bytes:
+        return 0
+    lo, hi = 1, max_model_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if layout.needed_bytes(mid) <= avail_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def num_blocks_for(layout: KvLayout, kv_bytes: int) -> int:
+    """`K // P` (0 when negative)."""
+    if layout.page_size_bytes <= 0 or kv_bytes <= 0:
+        return 0
+    return kv_bytes // layout.page_size_bytes
+
+
+def concurrency(rules: VllmRules, layout: KvLayout, num_blocks: int, max_model_len: int,
+                engine: str) -> float:
+    """Maximum concurrency as that version computes it (§1b)."""
+    if max_model_len <= 0:
+        return 0.0
+    if engine == "v1" and rules.concurrency_formula == "blocks_over_per_request":
+        per = layout.blocks_per_request(max_model_len)
+        return num_blocks / per if per else 0.0
+    return num_blocks * layout.block_size / max_model_len
+
+
+def tokens(rules: VllmRules, layout: KvLayout, num_blocks: int, conc: float,
+           max_model_len: int, engine: str) -> int:
+    """Tokens in the KV pool as that version reports them (§1b)."""
+    if engine == "v1" and rules.tokens_formula == "conc_x_len":
+        return int(conc * max_model_len)
+    groups = max(1, len(layout.groups))
+    return num_blocks // groups * layout.block_size

@@ -1,0 +1,100 @@
+"""`max_model_len` derivation, as vLLM does it for a given version (§7 of the reference)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from . import messages
+from .model import ModelSpec
+from .rules import VllmRules
+
+# The config keys vLLM reads, in its order; the derived length is the minimum present.
+MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                "model_max_length", "max_target_positions", "max_sequence_length",
+                "max_seq_length", "seq_len")
+DEFAULT_MAX_LEN = 2048
+_NEVER_SCALED = ("su", "longrope", "llama3")
+_YARN = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+@dataclass(frozen=True)
+class DerivedLen:
+    value: int              # what vLLM uses when the user gives nothing
+    limit: int              # the maximum a user may ask for without the env override
+    key: str                # the config key that decided (for the error message)
+    key_value: int          # that key's value
+    note: str = ""
+
+
+def _rope(spec: ModelSpec) -> tuple[str | None, float]:
+    rs = spec.rope_scaling or {}
+    kind = rs.get("rope_type") or rs.get("type")
+    factor = rs.get("factor")
+    return (str(kind).lower() if kind else None), (float(factor) if factor else 1.0)
+
+
+def derive_max_model_len(spec: ModelSpec, rules: VllmRules, *,
+                         disable_sliding_window: bool = False,
+                         sliding_window: int | None = None) -> DerivedLen:
+    """The derived maximum model length and the value used when the user gives none."""
+    present = [(k, int(spec.max_len_keys[k])) for k in MAX_LEN_KEYS
+               if spec.max_len_keys.get(k) is not None]
+    note = ""
+    if present:
+        key, derived = min(present, key=lambda kv: kv[1])
+    else:
+        key, derived = "max_position_embeddings", DEFAULT_MAX_LEN
+        note = "no length key in the config: vLLM assumes 2048"
+    key_value = derived
+    if disable_sliding_window and sliding_window and sliding_window < derived:
+        derived = sliding_window
+    if rules.tokenizer_cap and spec.tokenizer_max_length:
+        derived = min(derived, int(spec.tokenizer_max_length))
+    kind, factor = _rope(spec)
+    value = derived
+    is_gemma3 = spec.model_type.startswith("gemma3")
+    if kind and not is_gemma3 and kind not in _NEVER_SCALED and kind != "mrope":
+        if kind in _YARN:
+            if not rules.rope_yarn_excluded:
+                orig = (spec.rope_scaling or {}).get("original_max_position_embeddings")
+                derived = int((orig or derived) * factor)
+        elif kind not in ("default",):
+            derived = int(derived * factor)
+        value = derived
+    if kind == "longrope":
+        orig = (spec.rope_scaling or {}).get("original_max_position_embeddings")
+        if orig:
+            value = int(orig)
+    return DerivedLen(value=int(value), limit=int(derived), key=key, key_value=key_value,
+                      note=note)
+
+
+def resolve_max_model_len(spec: ModelSpec, rules: VllmRules, user_len: int | None, *,
+                          disable_sliding_window: bool = False,
+                          sliding_window: int | None = None) -> tuple[int, DerivedLen]:
+    """The effective `max_model_len`; raises UsageError with vLLM's words when too long."""
+    d = derive_max_model_len(spec, rules, disable_sliding_window=disable_sliding_window,
+                             sliding_window=sliding_window)
+    if user_len is None or user_len == -1:
+        return d.value, d
+    if user_len <= 0:
+        raise UsageError(f"max_model_len must be positive, got {user_len}",
+                         where="--max-model-len", fix="Pass a positive length or `auto`")
+    cfg_mml = spec.max_len_keys.get("model_max_length")
+    if user_len > d.limit and not (cfg_mml is not None and cfg_mml >= user_len):
+        raise UsageError(messages.max_len_message(user_len, d.key, d.key_value,
+                                                  spec.tokenizer_max_length),
+                         where="--max-model-len", fix=f"Use --max-model-len {d.limit} or less")
+    return int(user_len), d
+
+
+def parse_len(text: str) -> int | None:
+    """'25.6k' -> 25600, '128K' -> 131072, 'auto'/-1 -> None (auto)."""
+    t = str(text).strip()
+    if t.lower() == "auto" or t == "-1":
+        return None
+    mult = {"k": 1000, "m": 1000 ** 2, "g": 1000 ** 3, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+    if t and t[-1] in mult:
+        return int(float(t[:-1]) * mult[t[-1]])
+    return int(float(t))

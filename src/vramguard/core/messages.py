@@ -1,0 +1,240 @@
+"""vLLM's own message and log-line texts, by the variant names a `VllmRules` row selects.
+
+Every function returns exactly what that vLLM version prints (§1b, §10, §11 of the
+reference); numbers are formatted the way vLLM formats them: "%.2f" up to 0.13 and
+`round(x, 2)` through `%s` from 0.14 (`16.0`, `72.85`), comma-grouped token counts in v1
+capacity lines. Unknown run-time values (load seconds) are shown as `…`.
+"""
+
+from __future__ import annotations
+
+from .rules import VllmRules
+
+_GIB = 1 << 30
+_DOCS = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+
+
+def gib_text(n_bytes: float, rules: VllmRules) -> str:
+    """A GiB figure as that version prints it in messages."""
+    x = n_bytes / _GIB
+    return f"{x:.2f}" if rules.gib_two_decimals else str(round(x, 2))
+
+
+def _r2(n_bytes: float) -> str:
+    return str(round(n_bytes / _GIB, 2))
+
+
+# ---- startup errors (§10) -------------------------------------------------------------
+
+def free_memory_message(rules: VllmRules, free_bytes: int, total_bytes: int, util: float,
+                        requested_bytes: float, device: str = "cuda:0") -> str:
+    """`F_s < R` (v1 0.9.1+)."""
+    dev = f" {device}" if rules.msg_free_memory == "device" else ""
+    return (f"Free memory on device{dev} ({_r2(free_bytes)}/{_r2(total_bytes)} GiB) on startup "
+            f"is less than desired GPU memory utilization ({util}, {_r2(requested_bytes)} GiB). "
+            "Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+
+
+def no_kv_message(rules: VllmRules) -> str:
+    """`K <= 0` (0.29+: `K - P <= 0`); v0 `num_gpu_blocks <= 0`."""
+    if rules.msg_no_kv == "cpu":
+        return ("No available memory for the cache blocks. Try increasing "
+                "`gpu_memory_utilization` when initializing the engine (this flag also controls "
+                "CPU memory reservation on the CPU backend, despite its name)." + _DOCS)
+    text = ("No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine.")
+    return text + (_DOCS if rules.msg_no_kv == "docs" else "")
+
+
+def fit_message(rules: VllmRules, max_model_len: int, needed_bytes: int, avail_bytes: int,
+                estimated_max_len: int | None) -> str:
+    """One request of `max_model_len` does not fit (v1 'To serve at least one request...')."""
+    v = rules.msg_fit
+    L = max_model_len
+    if v in ("v1_070", "v1_083", "v1_084", "v1_091", "v1_013"):
+        unit = "GB" if v == "v1_070" else "GiB"
+        model = "models's" if v in ("v1_070", "v1_083") else "model's"
+        head = (f"To serve at least one request with the {model} max seq len ({L}), "
+                f"({needed_bytes / _GIB:.2f} {unit} KV cache is needed, which is larger than the "
+                f"available KV cache memory ({avail_bytes / _GIB:.2f} {unit}).")
+        tail = ("Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                "initializing the engine.")
+        if v in ("v1_070", "v1_083"):
+            return f"{head} {tail}"
+        if v == "v1_084":
+            mid = " Based on the available memory,  " if estimated_max_len else "  "
+            return head + mid + tail
+        if estimated_max_len:
+            mid = (f" Based on the available memory, the estimated maximum model length is "
+                   f"{estimated_max_len}. ")
+        else:
+            mid = "  "
+        return head + mid + tail + (_DOCS if v == "v1_013" else "")
+    # 0.14+: round() numbers
+    head = (f"To serve at least one request with the model's max seq len ({L}), "
+            f"({_r2(needed_bytes)} GiB KV cache is needed, which is larger than the available "
+            f"KV cache memory ({_r2(avail_bytes)} GiB).")
+    if estimated_max_len:
+        mid = (f" Based on the available memory, the estimated maximum model length is "
+               f"{estimated_max_len}. ")
+    else:
+        mid = " "
+    if v == "v1_022":
+        tail = ("Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "
+                "CPU backend) or decreasing `max_model_len` when initializing the engine.")
+    else:
+        tail = ("Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                "initializing the engine.")
+    return head + mid + tail + _DOCS
+
+
+def v0_fit_message(max_model_len: int, max_tokens: int) -> str:
+    """v0: `L > b * num_gpu_blocks`."""
+    return (f"The model's max seq len ({max_model_len}) is larger than the maximum number of "
+            f"tokens that can be stored in KV cache ({max_tokens}). Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+
+
+def autofit_fail_message() -> str:
+    return ("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a "
+            "single token. Try increasing `gpu_memory_utilization`.")
+
+
+def weights_oom_message(torch_text: str) -> str:
+    """Logged from 0.13 when the torch OOM happens while loading weights."""
+    return ("Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization "
+            "to free memory for weights, increasing --tensor-parallel-size, or using "
+            "--quantization. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
+            f"for more tips. (original error: {torch_text})")
+
+
+def torch_oom_text(alloc_bytes: int, total_bytes: int, free_bytes: int) -> str:
+    """The shape of torch's OOM text (values are predictions)."""
+    return (f"CUDA out of memory. Tried to allocate {alloc_bytes / _GIB:.2f} GiB. GPU 0 has a "
+            f"total capacity of {total_bytes / _GIB:.2f} GiB of which "
+            f"{max(free_bytes, 0) / _GIB:.2f} GiB is free.")
+
+
+def sampler_oom_message(num_reqs: int) -> str:
+    return (f"CUDA out of memory occurred when warming up sampler with {num_reqs} dummy requests. "
+            "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "
+            "the engine.")
+
+
+def mamba_blocks_message(max_num_seqs: int, blocks: int) -> str:
+    return (f"max_num_seqs ({max_num_seqs}) exceeds available Mamba cache blocks ({blocks}). "
+            "Each decode sequence requires one Mamba cache block, so CUDA graph capture cannot "
+            f"proceed. Please lower max_num_seqs to at most {blocks} or increase "
+            "gpu_memory_utilization.")
+
+
+def max_len_message(user_len: int, key: str, derived: int, tokenizer_max: int | None) -> str:
+    """User `max_model_len` above the derived maximum."""
+    m = tokenizer_max if tokenizer_max is not None else derived
+    return (f"User-specified max_model_len ({user_len}) is greater than the derived "
+            f"max_model_len ({key}={derived} or model_max_length={m} in model's config.json). "
+            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
+            "relative position encoding (RoPE), positions exceeding derived_max_model_len lead "
+            "to nan. If the model uses absolute position encoding, positions exceeding "
+            "derived_max_model_len will cause a CUDA array out-of-bounds error.")
+
+
+# ---- log lines (§1b, §6, §11) ---------------------------------------------------------
+
+def weights_log(rules: VllmRules, weights_bytes: int) -> str:
+    x = weights_bytes / _GIB
+    return {
+        "loading_gb": f"Loading model weights took {x:.4f} GB",
+        "model_gb": f"Model loading took {x:.4f} GB and … seconds",
+        "model_gib": f"Model loading took {x:.4f} GiB and … seconds",
+        "model_gib_memory": f"Model loading took {x:.4f} GiB memory and … seconds",
+        "model_s": f"Model loading took {round(x, 2)} GiB memory and … seconds",
+    }[rules.log_weights]
+
+
+def available_kv_log(rules: VllmRules, kv_bytes: int, *, total_bytes: int = 0, util: float = 0.0,
+                     weights_bytes: int = 0, non_torch_bytes: int = 0,
+                     activation_bytes: int = 0) -> tuple[str, ...]:
+    """The line(s) that state the KV budget, if this version prints one."""
+    k = kv_bytes / _GIB
+    v = rules.log_available
+    if v == "avail_2f":
+        return (f"Available KV cache memory: {k:.2f} GiB",)
+    if v == "avail_s":
+        return (f"Available KV cache memory: {round(k, 2)} GiB",)
+    if v == "v0_profile":
+        t = total_bytes / _GIB
+        return ("Memory profiling takes … seconds",
+                f"the current vLLM instance can use total_gpu_memory ({t:.2f}GiB) x "
+                f"gpu_memory_utilization ({util:.2f}) = {t * util:.2f}GiB",
+                f"model weights take {weights_bytes / _GIB:.2f}GiB; non_torch_memory takes "
+                f"{non_torch_bytes / _GIB:.2f}GiB; PyTorch activation peak memory takes "
+                f"{activation_bytes / _GIB:.2f}GiB; the rest of the memory reserved for KV Cache "
+                f"is {k:.2f}GiB.")
+    if v == "v0_064":
+        return (f"Memory profiling results: total_gpu_memory={total_bytes / _GIB:.2f}GiB "
+                f"initial_memory_usage=… peak_torch_memory=… memory_usage_post_profile=… "
+                f"non_torch_memory={non_torch_bytes / _GIB:.2f}GiB kv_cache_size={k:.2f}GiB "
+                f"gpu_memory_utilization={util:.2f}",)
+    return ()
+
+
+def capacity_log(rules: VllmRules, num_blocks: int, tokens: int, max_model_len: int,
+                 concurrency: float, *, num_cpu_blocks: int = 0, device: str = "GPU") -> tuple[str, ...]:
+    """The KV capacity line(s): blocks (v0), tokens and maximum concurrency (v1)."""
+    v = rules.log_capacity
+    conc_v0 = f"Maximum concurrency for {max_model_len} tokens per request: {concurrency:.2f}x"
+    if v in ("v0_gpu_blocks", "v0_cuda_blocks", "v0_cuda_lower"):
+        label = {"v0_gpu_blocks": "GPU", "v0_cuda_blocks": "CUDA", "v0_cuda_lower": "cuda"}[v]
+        lines = [f"# {label} blocks: {num_blocks}, # CPU blocks: {num_cpu_blocks}"]
+        if rules.v0_concurrency_log:
+            lines.append(conc_v0)
+        return tuple(lines)
+    if v == "v1_070":
+        return (f"# GPU blocks: {num_blocks}", conc_v0)
+    size = f"{tokens:,}"
+    conc = (f"Maximum concurrency for {max_model_len:,} tokens per request: "
+            f"{concurrency:.2f}x")
+    if v == "two_lines":
+        return (f"GPU KV cache size: {size} tokens", conc)
+    if v == "one_line":
+        return (f"GPU KV cache size: {size} tokens, {conc}",)
+    return (f"{device} KV cache size: {size} tokens, {conc}",)
+
+
+def kv_memory_bytes_log(free_bytes: int, kv_bytes: int) -> str:
+    """`--kv-cache-memory-bytes` (0.10.2+): profiling result ignored."""
+    return (f"Initial free memory {_r2(free_bytes)} GiB, reserved {_r2(kv_bytes)} GiB memory for "
+            "KV Cache as specified by kv_cache_memory_bytes config and skipped memory "
+            "profiling. This does not respect the gpu_memory_utilization config. …")
+
+
+def autofit_log(reduced_from: int, to: int, kv_bytes: int) -> str:
+    return (f"Auto-fit max_model_len: reduced from {reduced_from} to {to} to fit in available "
+            f"KV cache memory ({_r2(kv_bytes)} GiB)")
+
+
+def autofit_full_log(length: int, kv_bytes: int) -> str:
+    return (f"Auto-fit max_model_len: full model context length {length} fits in available KV "
+            f"cache memory ({_r2(kv_bytes)} GiB)")
+
+
+def override_log(computed: int, override: int) -> str:
+    return f"Overriding num_gpu_blocks={computed} with num_gpu_blocks_override={override}"
+
+
+def block_size_log(block_size: int) -> str:
+    return (f"Setting attention block size to {block_size} tokens to ensure that attention page "
+            "size is >= mamba page size.")
+
+
+def mamba_padding_log(pct: float) -> str:
+    return (f"Padding mamba page size by {pct:.2f}% to ensure that mamba page size and attention "
+            "page size are exactly equal.")
+
+
+def graph_headroom_warning() -> str:
+    return ("CUDA graphs can take additional 1~3 GiB memory per GPU. If you are running out of "
+            "memory, consider decreasing `gpu_memory_utilization` or switching to eager mode. "
+            "You can also reduce the `max_num_seqs` as needed to decrease memory usage.")

@@ -1,0 +1,695 @@
+"""The planner: what vLLM decides at startup, per rank, before launch and without a GPU.
+
+`plan(spec, settings, gpu, ...)` resolves the version row, the effective settings, then
+walks vLLM's startup order (§2): snapshot and free-memory check, weight load, profile run,
+graph estimate, `K`, grouping and the capacity check, blocks (minimum over workers), graph
+capture and the sampler warm-up, and returns a `Plan` with vLLM's own messages and log lines.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from . import _memo
+from . import activation as act
+from . import failures as F
+from . import kv as kvm
+from . import messages as msg
+from .calibration import Calibration, CalibrationKey
+from .gpu import GpuSpec
+from .maxlen import resolve_max_model_len
+from .model import ModelSpec
+from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
+from .provenance import GIB, Estimate, Source
+from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, resolve_rules,
+                    scheduler_defaults, v0_scheduler_defaults)
+from .settings import Settings
+from .weights import pp_layer_split, runtime_dtype_bytes, weights_per_rank
+
+__all__ = ["plan", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
+
+
+@dataclass(frozen=True)
+class PlanHooks:
+    """Test/what-if hook: fixed byte values for the estimated terms (None: estimate)."""
+
+    weights_bytes: int | None = None
+    activation_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    cuda_graph_bytes: int | None = None
+    context_bytes: int | None = None
+
+
+@dataclass
+class _Eff:
+    """Effective settings and where each came from."""
+
+    values: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+
+    def set(self, name: str, value, source: Source) -> None:
+        self.values[name] = value
+        self.sources[name] = source.value
+
+
+@dataclass
+class _Stage:
+    pp_rank: int
+    layers: tuple[int, int]
+    weights: Estimate
+    activation: Estimate
+    non_torch: Estimate
+    graph: Estimate
+    layout: kvm.KvLayout
+    kv: int = 0
+    kv_est: Estimate | None = None
+    num_blocks: int = 0
+
+
+# ---- engine, validation, settings ------------------------------------------------------
+
+def _pick_rules(version: str, engine: str | None, gpu: GpuSpec) -> VllmRules:
+    rules = _memo.resolve_rules(version, engine)
+    cc = gpu.compute_capability
+    if (engine is None and rules.engine == "v1" and rules.v1_falls_back_below_cc80
+            and gpu.vendor == "nvidia" and cc is not None and cc < (8, 0)):
+        rules = _memo.resolve_rules(version, "v0")   # NOTE: v1 falls back to v0 on CC < 8.0 (0.8-0.10)
+    return rules
+
+
+def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    tp = s.tensor_parallel_size
+    if tp < 1 or s.pipeline_parallel_size < 1:
+        raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
+    if spec.num_attention_heads and spec.num_attention_heads % tp:
+        raise UsageError(f"Total number of attention heads ({spec.num_attention_heads}) must be "
+                         f"divisible by tensor parallel size ({tp}).",
+                         where="--tensor-parallel-size",
+                         fix="Use a tensor parallel size that divides the head count")
+    u = s.gpu_memory_utilization
+    if u is not None and not (0 < u <= 1):
+        raise UsageError(f"GPU memory utilization must be within (0, 1]. Got {u}.",
+                         where="--gpu-memory-utilization", fix="Pass a fraction such as 0.9")
+    if s.max_model_len_auto and s.max_model_len not in (None, -1):
+        raise UsageError("--max-model-len auto and an explicit --max-model-len contradict",
+                         where="--max-model-len", fix="Give one of them")
+    if s.max_model_len_auto and not rules.auto_fit:
+        raise UsageError(f"--max-model-len auto needs vLLM 0.14 or newer (got {rules.version})",
+                         where="--max-model-len", fix="Give an explicit length")
+    if s.kv_cache_memory_bytes is not None and not rules.kv_cache_memory_flag:
+        raise UsageError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer "
+                         f"(got {rules.version})", where="--kv-cache-memory-bytes")
+    if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
+            and s.max_num_batched_tokens < s.max_num_seqs):
+        raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
+                         f"than or equal to max_num_seqs ({s.max_num_seqs}).",
+                         where="--max-num-batched-tokens")
+
+
+def _is_user(s: Settings, name: str, default) -> bool:
+    if s.user_set:
+        return name in s.user_set
+    return getattr(s, name) != default
+
+
+def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                      device: str) -> tuple[_Eff, object]:
+    eff = _Eff()
+    U, D, X = Source.USER, Source.VLLM_DEFAULT, Source.DERIVED
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "dtype",
+                 "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
+                 "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
+                 "enable_lora", "num_speculative_tokens", "disable_sliding_window",
+                 "disable_hybrid_kv_cache_manager"):
+        val = getattr(s, name)
+        eff.set(name, val, U if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else D)
+    util = s.gpu_memory_utilization
+    eff.set("gpu_memory_utilization", util if util is not None else rules.default_util,
+            U if util is not None else D)
+    window = _memo.sliding_window(spec)
+    user_len = None if s.max_model_len_auto else s.max_model_len
+    L, derived = _memo.resolve_max_model_len(spec, rules, user_len,
+                                       disable_sliding_window=s.disable_sliding_window,
+                                       sliding_window=window)
+    eff.set("max_model_len", L, U if user_len not in (None, -1) else X)
+    eff.set("max_model_len_auto", s.max_model_len_auto, U if s.max_model_len_auto else D)
+    total_gib = gpu.total_bytes / GIB
+    if rules.engine == "v0":
+        chunked = s.enable_chunked_prefill
+        if chunked is None:
+            chunked = bool(rules.v0_chunked_prefill_auto and L > V0_CHUNKED_AUTO_ABOVE)
+            eff.set("enable_chunked_prefill", chunked, D)
+        else:
+            eff.set("enable_chunked_prefill", chunked, U)
+        d_tokens, d_seqs = v0_scheduler_defaults(L, chunked)
+    else:
+        chunked = True if s.enable_chunked_prefill is None else s.enable_chunked_prefill
+        eff.set("enable_chunked_prefill", chunked,
+                D if s.enable_chunked_prefill is None else U)
+        d_tokens, d_seqs = scheduler_defaults(rules, gpu.name, total_gib, entrypoint=s.entrypoint,
+                                              device=device, world_size=s.world_size)
+        if not chunked:
+            d_tokens = max(L, d_tokens)
+    seqs = s.max_num_seqs if s.max_num_seqs is not None else d_seqs
+    tokens = s.max_num_batched_tokens if s.max_num_batched_tokens is not None else d_tokens
+    if rules.sched_clamp_by_len and s.max_num_batched_tokens is None:
+        tokens = min(seqs * L, tokens)
+    if rules.sched_clamp_by_len and s.max_num_seqs is None:
+        seqs = min(seqs, tokens)
+    eff.set("max_num_seqs", seqs, U if s.max_num_seqs is not None else D)
+    eff.set("max_num_batched_tokens", tokens, U if s.max_num_batched_tokens is not None else D)
+    if rules.engine == "v0" and not chunked and tokens < L:
+        raise UsageError(f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({L}). "
+                         "This effectively limits the maximum sequence length to "
+                         "max_num_batched_tokens and makes vLLM reject longer sequences. Please "
+                         "increase max_num_batched_tokens or decrease max_model_len.",
+                         where="--max-num-batched-tokens")
+    return eff, derived
+
+
+# ---- per-stage terms -------------------------------------------------------------------
+
+def _calibration_for(cal: Calibration | None, spec: ModelSpec, s: Settings, gpu: GpuSpec,
+                     rules: VllmRules, version: str) -> Calibration | None:
+    if cal is None:
+        return None
+    key = CalibrationKey(gpu.name, version, spec.model_type, s.tensor_parallel_size,
+                         s.pipeline_parallel_size)
+    alt = CalibrationKey(gpu.name, rules.version, spec.model_type, s.tensor_parallel_size,
+                         s.pipeline_parallel_size)
+    return cal if (cal.matches(key) or cal.matches(alt)) else None
+
+
+def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, rules: VllmRules, gpu: GpuSpec,
+                 cal: Calibration | None, hooks: PlanHooks | None, device: str) -> list[_Stage]:
+    pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
+    splits = pp_layer_split(spec.num_layers, pp)
+    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
+    dtype_b = runtime_dtype_bytes(spec, s)
+    kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
+    block = kvm.default_block_size(spec, s, rules, device=device,
+                                   compute_capability=gpu.compute_capability)
+    tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
+    num_reqs = min(seqs, tokens)
+    eager = bool(s.enforce_eager) or device == "cpu"
+    custom_ar = gpu.vendor != "nvidia" or _nvlink_class(gpu)
+    stages = []
+    for r, rng in enumerate(splits):
+        w = weights[r]
+        if hooks and hooks.weights_bytes is not None:
+            w_est = Estimate.exact(hooks.weights_bytes, Source.USER, "given")
+        elif cal and cal.weights_bytes is not None:
+            w_est = Estimate.exact(cal.weights_bytes, Source.CALIBRATED, "from your logs")
+        else:
+            src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
+            w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
+                                    "parameters x bytes per rank + RoPE cache")
+        shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
+                                 last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
+                                 moe_inter_divisor=1 if s.enable_expert_parallel else tp,
+                                 dtype_bytes=dtype_b, engine=rules.engine,
+                                 sampler_copies=rules.profile_sampler_copies)
+        a_val, _parts = _memo.activation_bytes(spec, shape)
+        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
+                                "profile run: tokens x hidden, MoE workspace, sampler logits")
+        n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar),
+                                act.NON_TORCH_REL, Source.ESTIMATED,
+                                "cuBLAS/attention workspaces, all-reduce buffers")
+        g_val = 0 if eager else act.cuda_graph_bytes(rng[1] - rng[0], seqs,
+                                                     s.num_speculative_tokens)
+        g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
+                                "CUDA graph pool" if g_val else "eager: no CUDA graphs")
+        if cal is not None:
+            if cal.activation_bytes is not None:
+                scale = 1.0
+                if cal.max_num_batched_tokens and cal.max_num_batched_tokens != tokens:
+                    scale = tokens / cal.max_num_batched_tokens
+                a_est = Estimate.banded(cal.activation_bytes * scale, 0.05 if scale == 1 else 0.2,
+                                        Source.CALIBRATED, "from your logs")
+            if cal.non_torch_bytes is not None:
+                n_est = Estimate.exact(cal.non_torch_bytes, Source.CALIBRATED, "from your logs")
+            if cal.cuda_graph_bytes is not None and not eager:
+                g_est = Estimate.exact(cal.cuda_graph_bytes, Source.CALIBRATED, "from your logs")
+        if hooks:
+            if hooks.activation_bytes is not None:
+                a_est = Estimate.exact(hooks.activation_bytes, Source.USER, "given")
+            if hooks.non_torch_bytes is not None:
+                n_est = Estimate.exact(hooks.non_torch_bytes, Source.USER, "given")
+            if hooks.cuda_graph_bytes is not None and not eager:
+                g_est = Estimate.exact(hooks.cuda_graph_bytes, Source.USER, "given")
+        layout = _memo.build_layout(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
+                                  block_size=block, engine=rules.engine,
+                                  max_num_batched_tokens=tokens, kv_dtype_name=kv_name)
+        stages.append(_Stage(r, rng, w_est, a_est, n_est, g_est, layout))
+    return stages
+
+
+def _nvlink_class(gpu: GpuSpec) -> bool:
+    """Data-centre parts where custom all-reduce runs (NVLink / full P2P)."""
+    name = gpu.name.upper()
+    return any(k in name for k in ("A100", "H100-80GB", "H200", "H20", "B200", "B300", "GH200"))
+
+
+def _sub(a: Estimate, *terms: Estimate, note: str = "") -> Estimate:
+    """a − Σ terms with the band widened accordingly (a's uncertainty included)."""
+    val = a.value_bytes - sum(t.value_bytes for t in terms)
+    low = a.low_bytes - sum(t.high_bytes for t in terms)
+    high = a.high_bytes - sum(t.low_bytes for t in terms)
+    src = Source.ESTIMATED if any(t.source in (Source.ESTIMATED,) for t in terms) else Source.DERIVED
+    if any(t.source == Source.CALIBRATED for t in terms) and src != Source.ESTIMATED:
+        src = Source.CALIBRATED
+    return Estimate(val, low, high, src, note)
+
+
+# ---- the entry point -------------------------------------------------------------------
+
+def plan(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str | None = None,
+         engine: str | None = None, free_bytes: int | None = None, other_used_bytes: int = 0,
+         calibration: Calibration | None = None, hooks: PlanHooks | None = None) -> Plan:
+    """Predict vLLM's startup for `spec` + `settings` on `gpu`.
+
+    `free_bytes` is the free memory per GPU at vLLM's snapshot (what vLLM prints as
+    "Free memory on device (F/T)"); by default `total − CUDA context − other_used_bytes`.
+    `vllm_version` defaults to the newest examined release; `engine` to that release's
+    default (v1 falls back to v0 on compute capability < 8.0 in 0.8-0.10). A matching
+    `calibration` replaces the activation / non-torch / graph estimates. `hooks` pins terms
+    to given byte values (tests and what-ifs). Raises UsageError for vLLM's own validation.
+    """
+    version = vllm_version or NEWEST_VERSION
+    rules = _pick_rules(version, engine, gpu)
+    device = "cpu" if gpu.vendor == "cpu" else "cuda"
+    _validate(spec, settings, rules)
+    eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
+    cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
+    stages = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks, device)
+    return _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
+                 cal, hooks, device, derived).run()
+
+
+# ---- the startup walk ------------------------------------------------------------------
+
+@dataclass
+class _Fail:
+    failure: str
+    message: str
+
+
+class _Walk:
+    """vLLM's startup order (§2) over the per-stage terms; builds the Plan."""
+
+    def __init__(self, spec, settings, gpu, rules, eff, stages, version, free_bytes,
+                 other_used, cal, hooks, device, derived):
+        self.spec, self.s, self.gpu, self.rules = spec, settings, gpu, rules
+        self.eff, self.stages, self.version = eff, stages, version
+        self.cal, self.hooks, self.device, self.derived = cal, hooks, device, derived
+        self.T = gpu.total_bytes
+        self.u = eff.values["gpu_memory_utilization"]
+        raw_r = self.u * self.T
+        self.R = float(math.ceil(raw_r)) if rules.request_ceil else raw_r
+        if hooks and hooks.context_bytes is not None:
+            self.ctx = hooks.context_bytes
+        else:
+            self.ctx = act.context_bytes(settings.world_size,
+                                         nccl_before_snapshot=rules.snapshot_after_nccl,
+                                         cublas_before_snapshot=rules.cublas_before_snapshot,
+                                         total_bytes=gpu.total_bytes, vendor=gpu.vendor)
+        self.F = int(free_bytes) if free_bytes is not None else self.T - self.ctx - other_used
+        self.free_given = free_bytes is not None
+        self.L = eff.values["max_model_len"]
+        self.assumptions: list[str] = []
+        self.logs: list[str] = []
+        self.risks: list[str] = []
+        self.fail: _Fail | None = None
+        self.est_len: int | None = None
+
+    # -- budget per stage --
+    def _kv_budget(self, st: _Stage) -> Estimate:
+        s, rules = self.s, self.rules
+        if s.kv_cache_memory_bytes is not None:
+            return Estimate.exact(s.kv_cache_memory_bytes, Source.USER, "--kv-cache-memory-bytes")
+        req = Estimate.exact(int(self.R), Source.DERIVED, "u x total")
+        terms = [st.weights, st.activation, st.non_torch]
+        if rules.graph_budget == "subtracted":
+            terms.append(st.graph)
+        if rules.whole_gpu:
+            terms.append(Estimate.exact(self.T - self.F, Source.DERIVED,
+                                        "whole-GPU budget: memory used by everything else"))
+        return _sub(req, *terms, note="requested - weights - activation - non-torch"
+                    + (" - graphs" if rules.graph_budget == "subtracted" else ""))
+
+    def _failed(self, failure: str, message: str) -> None:
+        if self.fail is None:
+            self.fail = _Fail(failure, message)
+
+    def run(self) -> Plan:
+        self._free_check()
+        for st in self.stages:
+            st.kv_est = self._kv_budget(st)
+            st.kv = st.kv_est.value_bytes
+        self._load_and_profile()
+        kv_cap = None
+        if self.fail is None:
+            kv_cap = self._capacity()
+        if self.fail is None and kv_cap is not None:
+            self._after_allocation(kv_cap)
+        return self._build(kv_cap)
+
+    def _free_check(self) -> None:
+        if not self.rules.free_memory_check or self.F >= self.R:
+            return
+        if self.device == "cpu":
+            text = (f"Available memory on node 0 ({round(self.F / GIB, 2)}/{round(self.T / GIB, 2)}"
+                    f" GiB) on startup is less than desired CPU memory utilization ({self.u}, "
+                    f"{round(self.R / GIB, 2)} GiB). On the CPU backend, the "
+                    "`--gpu-memory-utilization` flag controls the fraction of CPU memory reserved "
+                    "(despite its name). To resolve: …")
+        else:
+            text = msg.free_memory_message(self.rules, self.F, self.T, self.u, self.R)
+        self._failed(F.FREE_MEMORY_BELOW_REQUEST, text)
+
+    def _load_transient(self) -> int:
+        """Online FP8 up to 0.18 materializes each tensor in 16-bit first (§8): the largest
+        layer's linear weights cost one extra byte per parameter while loading."""
+        q = (self.s.quantization or "").lower()
+        if not self.rules.online_fp8_bf16_load_peak or self.spec.quant is not None or q != "fp8":
+            return 0
+        tp = self.s.tensor_parallel_size
+        return max((l.params.total() - l.params.norms - l.params.router) // tp
+                   for l in self.spec.layers) if self.spec.layers else 0
+
+    def _load_and_profile(self) -> None:
+        extra = self._load_transient()
+        for st in self.stages:
+            W = st.weights.value_bytes
+            if W + extra > self.F:
+                torch = msg.torch_oom_text(min(W, max(W - self.F, 1 << 20)), self.T, self.F)
+                self._failed(F.WEIGHTS_OOM, msg.weights_oom_message(torch)
+                             if self.rules.msg_load_failure else torch)
+                return
+            peak = W + st.activation.value_bytes + st.non_torch.value_bytes
+            if peak > self.F:
+                self._failed(F.PROFILE_RUN_OOM,
+                             msg.torch_oom_text(st.activation.value_bytes, self.T, self.F - W))
+                return
+
+    # -- the engine core: check, blocks, tokens --
+    def _avail(self, st: _Stage) -> int:
+        P = st.layout.page_size_bytes
+        k = st.kv
+        if self.s.num_gpu_blocks_override and self.rules.override_before_check:
+            k = self.s.num_gpu_blocks_override * P
+        return k - P if self.rules.null_block_in_check else k
+
+    def _capacity(self) -> KvCapacity | None:
+        rules, s = self.rules, self.s
+        stages = self.stages
+        if all(st.layout.attention_free for st in stages):
+            self.assumptions.append("attention-free model: no KV cache")
+            if s.max_model_len_auto:
+                self.logs.append("Auto-fit max_model_len: attention-free model, using derived "
+                                 f"max_model_len={self.L}")
+            return None
+        v1 = rules.engine == "v1"
+        for st in stages:
+            st.num_blocks = kvm.num_blocks_for(st.layout, st.kv)
+        if v1:
+            for st in stages:
+                if self._avail(st) <= 0:
+                    self._failed(F.NO_KV_MEMORY, msg.no_kv_message(rules))
+                    return None
+            if s.max_model_len_auto:
+                fit = min(kvm.estimate_max_len(st.layout, self._avail(st), self.L) for st in stages)
+                if fit <= 0:
+                    self._failed(F.NO_KV_MEMORY, msg.autofit_fail_message())
+                    return None
+                kv_min = min(st.kv for st in stages)
+                self.logs.append(msg.autofit_log(self.L, fit, kv_min) if fit < self.L
+                                 else msg.autofit_full_log(self.L, kv_min))
+                self.L = fit
+                self.eff.set("max_model_len", fit, Source.DERIVED)
+            for st in stages:
+                need, avail = st.layout.needed_bytes(self.L), self._avail(st)
+                if need > avail:
+                    est = None
+                    if rules.estimate_max_len != "none":
+                        est = kvm.estimate_max_len(st.layout, avail, self.L) or None
+                    self.est_len = est
+                    self._failed(F.KV_BELOW_MAX_MODEL_LEN,
+                                 msg.fit_message(rules, self.L, need, avail, est))
+                    break
+        else:
+            if min(st.num_blocks for st in stages) <= 0:
+                self._failed(F.NO_KV_MEMORY, msg.no_kv_message(rules))
+                return None
+        tight = min(stages, key=lambda st: st.num_blocks)
+        blocks = tight.num_blocks
+        override = s.num_gpu_blocks_override
+        if override:
+            self.logs.append(msg.override_log(blocks, override))
+            blocks = override
+        layout = tight.layout
+        # NOTE: v0 splits the blocks over its PP virtual engines before this check.
+        v0_tokens = layout.block_size * (blocks // s.pipeline_parallel_size)
+        if not v1 and self.fail is None and self.L > v0_tokens:
+            self.est_len = v0_tokens
+            self._failed(F.KV_BELOW_MAX_MODEL_LEN, msg.v0_fit_message(self.L, v0_tokens))
+        conc = kvm.concurrency(rules, layout, blocks, self.L, rules.engine)
+        toks = kvm.tokens(rules, layout, blocks, conc, self.L, rules.engine)
+        return KvCapacity(bytes_per_token=layout.bytes_per_token, block_size=layout.block_size,
+                          page_size_bytes=layout.page_size_bytes, num_blocks=blocks, tokens=toks,
+                          max_concurrency=conc, max_model_len=self.L,
+                          blocks_per_request=layout.blocks_per_request(self.L),
+                          estimated_max_model_len=self.est_len)
+
+    # -- after the KV allocation: mamba check, graphs, sampler warm-up --
+    def _after_allocation(self, cap: KvCapacity) -> None:
+        rules, s, spec = self.rules, self.s, self.spec
+        eager = bool(s.enforce_eager) or self.device == "cpu"
+        seqs = self.eff.values["max_num_seqs"]
+        if rules.mamba_blocks_check and spec.is_hybrid and not eager and seqs > cap.num_blocks:
+            self._failed(F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS,
+                         msg.mamba_blocks_message(seqs, cap.num_blocks))
+            return
+        st = min(self.stages, key=lambda x: x.kv)
+        allocated = cap.num_blocks * st.layout.page_size_bytes
+        used = (self.T - self.F) + st.weights.value_bytes + st.non_torch.value_bytes + allocated
+        free_after_kv = self.T - used
+        g = st.graph
+        if rules.graph_budget != "subtracted" and g.value_bytes > 0:
+            if g.low_bytes > free_after_kv:
+                self._failed(F.CUDA_GRAPH_OOM, msg.torch_oom_text(g.value_bytes, self.T,
+                                                                  free_after_kv))
+                return
+            if max(g.high_bytes, 1.2 * g.value_bytes) > free_after_kv:
+                self.risks.append(f"{F.CUDA_GRAPH_OOM}: CUDA graphs (~{g.value_bytes / GIB:.2f} "
+                                  f"GiB) must fit in the {free_after_kv / GIB:.2f} GiB left "
+                                  "outside gpu_memory_utilization")
+        graph_excess = g.value_bytes if rules.graph_budget != "subtracted" else int(
+            0.2 * g.value_bytes)
+        # NOTE: the sampler warm-up runs on the last PP rank, after KV and graphs are allocated.
+        last = self.stages[-1]
+        used_last = ((self.T - self.F) + last.weights.value_bytes + last.non_torch.value_bytes
+                     + cap.num_blocks * last.layout.page_size_bytes)
+        free_after_graphs = self.T - used_last - graph_excess
+        reqs = min(seqs, self.eff.values["max_num_batched_tokens"])
+        need = act.sampler_warmup_bytes(spec, reqs)
+        if rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs:
+            return
+        if need > 1.25 * free_after_graphs:
+            self._failed(F.SAMPLER_WARMUP_OOM, msg.sampler_oom_message(reqs))
+        else:
+            self.risks.append(f"{F.SAMPLER_WARMUP_OOM}: the sampler warm-up needs "
+                              f"~{need / GIB:.2f} GiB with {reqs} requests; about "
+                              f"{max(free_after_graphs, 0) / GIB:.2f} GiB will be free")
+
+    # -- the Plan --
+    def _ledgers(self) -> tuple[Ledger, ...]:
+        tp = self.s.tensor_parallel_size
+        total = Estimate.exact(self.T, Source.CATALOG if self.gpu.source == "catalog"
+                               else Source.DERIVED, self.gpu.name)
+        free = (Estimate.exact(self.F, Source.MEASURED if self.free_given else Source.DERIVED,
+                               "given" if self.free_given else "total - CUDA context - others")
+                if self.free_given else
+                Estimate.banded(self.F, 0.0, Source.ESTIMATED, "total - CUDA context - others",
+                                abs_bytes=256 << 20))
+        req = Estimate.exact(int(self.R), Source.DERIVED,
+                             f"{'ceil' if self.rules.request_ceil else ''}(u x total)")
+        out = []
+        for st in self.stages:
+            g = st.graph
+            if self.rules.graph_budget != "subtracted":
+                g = Estimate(g.value_bytes, g.low_bytes, g.high_bytes, g.source,
+                             "not budgeted in this version: must fit outside u x total")
+            for t in range(tp):
+                out.append(Ledger(rank=st.pp_rank * tp + t, tp_rank=t, pp_rank=st.pp_rank,
+                                  total=total, free_at_start=free, requested=req,
+                                  weights=st.weights, activation=st.activation,
+                                  non_torch=st.non_torch, cuda_graph=g, kv_cache=st.kv_est,
+                                  kv_bytes_per_token=st.layout.bytes_per_token,
+                                  page_size_bytes=st.layout.page_size_bytes,
+                                  num_blocks=st.num_blocks, layers=st.layers))
+        return tuple(out)
+
+    def _log_lines(self, cap: KvCapacity | None) -> tuple[str, ...]:
+        rules = self.rules
+        if self.device == "cpu":
+            lines = ["Loading weights took … seconds"]
+        else:
+            lines = [msg.weights_log(rules, self.stages[0].weights.value_bytes)]
+        if (self.fail and self.fail.failure in (F.FREE_MEMORY_BELOW_REQUEST, F.WEIGHTS_OOM,
+                                                F.PROFILE_RUN_OOM)):
+            return tuple(lines[:0] if self.fail.failure == F.FREE_MEMORY_BELOW_REQUEST else lines)
+        st = min(self.stages, key=lambda x: x.kv)
+        lay = st.layout
+        if lay.block_size_enlarged:
+            lines.append(msg.block_size_log(lay.block_size))
+            if lay.mamba_padding_pct > 0:
+                lines.append(msg.mamba_padding_log(lay.mamba_padding_pct))
+        if self.s.kv_cache_memory_bytes is not None and self.device != "cpu":
+            lines.append(msg.kv_memory_bytes_log(self.F, self.s.kv_cache_memory_bytes))
+        if self.device != "cpu":
+            lines += msg.available_kv_log(rules, st.kv, total_bytes=self.T, util=self.u,
+                                          weights_bytes=st.weights.value_bytes,
+                                          non_torch_bytes=st.non_torch.value_bytes,
+                                          activation_bytes=st.activation.value_bytes)
+        lines += self.logs
+        if cap is not None and (self.fail is None or self.fail.failure not in (
+                F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN) or rules.engine == "v0"):
+            swap = self.s.swap_space if self.s.swap_space is not None else 4.0
+            cpu_blocks = int(swap * GIB) // cap.page_size_bytes if cap.page_size_bytes else 0
+            lines += self._per_worker_capacity(cap) or msg.capacity_log(
+                rules, cap.num_blocks, cap.tokens, cap.max_model_len, cap.max_concurrency,
+                num_cpu_blocks=cpu_blocks, device="CPU" if self.device == "cpu" else "GPU")
+        return tuple(lines)
+
+    def _per_worker_capacity(self, cap: KvCapacity) -> tuple[str, ...]:
+        """≤0.11.0 v1 prints the capacity once per PP stage's workers, before the minimum."""
+        rules = self.rules
+        if not (rules.log_capacity_per_worker and rules.engine == "v1"
+                and len(self.stages) > 1) or self.s.num_gpu_blocks_override:
+            return ()
+        out: list[str] = []
+        for st in self.stages:
+            conc = kvm.concurrency(rules, st.layout, st.num_blocks, cap.max_model_len, "v1")
+            toks = kvm.tokens(rules, st.layout, st.num_blocks, conc, cap.max_model_len, "v1")
+            out += msg.capacity_log(rules, st.num_blocks, toks, cap.max_model_len, conc)
+        return tuple(out)
+
+    def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
+        st = min(self.stages, key=lambda x: x.kv)
+        g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+        out = [f"vLLM {self.version} ({self.rules.engine} engine; rules of {self.rules.version}).",
+               f"Total memory {g(self.T)} as CUDA reports it for {self.gpu.name} "
+               f"({self.gpu.source}).",
+               (f"Free memory at vLLM's snapshot: {g(self.F)}" + (" (given)." if self.free_given
+                else f" (total minus ~{g(self.ctx)} CUDA context"
+                     + (" and NCCL" if self.rules.snapshot_after_nccl and self.s.world_size > 1
+                        else "") + ")."))]
+        out.append(f"Weights per rank {g(st.weights.value_bytes)} ({st.weights.source.value}: "
+                   f"{st.weights.note}).")
+        out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"
+                   f"; {self.eff.values['max_num_batched_tokens']} batched tokens, "
+                   f"{self.eff.values['max_num_seqs']} seqs).")
+        out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
+                   f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}).")
+        gm = {"headroom": "not budgeted: graphs must fit in the memory outside u x total",
+              "estimated": "estimated and logged but not subtracted "
+                           "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)",
+              "subtracted": "subtracted from the budget"}[self.rules.graph_budget]
+        out.append(f"CUDA graphs {g(st.graph.value_bytes)} ({st.graph.source.value}; {gm}).")
+        if self.rules.whole_gpu:
+            out.append("This version charges everything already on the GPU (other processes, "
+                       "CUDA context) to the KV budget.")
+        if self.gpu.uma and self.rules.uma_free_is_host_ram:
+            out.append(f"{self.gpu.name} has unified memory: from 0.20 vLLM takes the host's "
+                       "available RAM as free memory; pass the measured value as free memory.")
+        if self._load_transient():
+            out.append("Online FP8 materializes each layer in 16-bit while loading (up to 0.18): "
+                       f"~{g(self._load_transient())} more at the load peak.")
+        if cap is not None:
+            out.append(f"KV: {cap.bytes_per_token} B/token per rank, block size "
+                       f"{cap.block_size}, {cap.page_size_bytes} B per block, "
+                       f"{cap.blocks_per_request} blocks per request of {cap.max_model_len}.")
+        out += self.assumptions
+        out += list(self.spec.notes)
+        return tuple(out)
+
+    def _fixes(self, cap: KvCapacity | None) -> tuple[Fix, ...]:
+        if self.fail is None:
+            return ()
+        f, s, rules = self.fail.failure, self.s, self.rules
+        st = min(self.stages, key=lambda x: x.kv)
+        out: list[Fix] = []
+        max_u = min(0.98, math.floor(self.F / self.T * 100) / 100)
+        tp2 = s.tensor_parallel_size * 2
+        heads = self.spec.num_attention_heads or 1
+        tp_ok = heads % tp2 == 0
+
+        def util_for(extra_bytes: float) -> float | None:
+            u = math.ceil((self.R + extra_bytes) / self.T * 100) / 100
+            return u if self.u < u <= max_u else None
+
+        if f == F.FREE_MEMORY_BELOW_REQUEST:
+            u = math.floor(self.F / self.T * 100) / 100 - 0.01
+            out.append(Fix(f"lower --gpu-memory-utilization to {u:.2f} (free memory is "
+                           f"{self.F / GIB:.2f} GiB)", {"--gpu-memory-utilization": f"{u:.2f}"}))
+            out.append(Fix("stop the other processes on the GPU", {}))
+        elif f in (F.WEIGHTS_OOM, F.PROFILE_RUN_OOM):
+            if tp_ok:
+                out.append(Fix(f"shard the weights: -tp {tp2}", {"--tensor-parallel-size": str(tp2)}))
+            if f == F.PROFILE_RUN_OOM:
+                out.append(Fix("lower --max-num-batched-tokens to 2048",
+                               {"--max-num-batched-tokens": "2048"}))
+            if not self.spec.quant:
+                out.append(Fix("quantize the weights: --quantization fp8",
+                               {"--quantization": "fp8"}))
+        elif f in (F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN):
+            need = st.layout.needed_bytes(self.L) + (st.layout.page_size_bytes
+                                                     if rules.null_block_in_check else 0)
+            u = util_for(need - st.kv)
+            if u is not None:
+                out.append(Fix(f"raise --gpu-memory-utilization to {u:.2f}",
+                               {"--gpu-memory-utilization": f"{u:.2f}"}))
+            if self.est_len:
+                out.append(Fix(f"lower --max-model-len to {self.est_len}",
+                               {"--max-model-len": str(self.est_len)}))
+            if (s.kv_cache_dtype or "auto") == "auto" and st.layout.bytes_per_token and \
+                    st.kv > 0 and need / 2 <= st.kv:
+                out.append(Fix("store the KV cache in fp8: --kv-cache-dtype fp8",
+                               {"--kv-cache-dtype": "fp8"}))
+            if tp_ok:
+                out.append(Fix(f"spread the model over more GPUs: -tp {tp2}",
+                               {"--tensor-parallel-size": str(tp2)}))
+        elif f == F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS and cap is not None:
+            out.append(Fix(f"lower --max-num-seqs to {cap.num_blocks}",
+                           {"--max-num-seqs": str(cap.num_blocks)}))
+        elif f == F.CUDA_GRAPH_OOM:
+            out.append(Fix("lower --gpu-memory-utilization by 0.05 to leave room for CUDA graphs",
+                           {"--gpu-memory-utilization": f"{self.u - 0.05:.2f}"}))
+            out.append(Fix("disable CUDA graphs: --enforce-eager", {"--enforce-eager": ""}))
+        elif f == F.SAMPLER_WARMUP_OOM:
+            seqs = max(1, self.eff.values["max_num_seqs"] // 2)
+            out.append(Fix(f"lower --max-num-seqs to {seqs}", {"--max-num-seqs": str(seqs)}))
+            out.append(Fix("lower --gpu-memory-utilization by 0.03",
+                           {"--gpu-memory-utilization": f"{self.u - 0.03:.2f}"}))
+        return tuple(out)
+
+    def _build(self, cap: KvCapacity | None) -> Plan:
+        outcome = Outcome(ok=self.fail is None, failure=self.fail.failure if self.fail else None,
+                          message=self.fail.message if self.fail else None,
+                          risks=tuple(self.risks))
+        eff = self.eff
+        if cap is not None:
+            eff.set("block_size", cap.block_size,
+                    Source.USER if self.s.block_size else Source.VLLM_DEFAULT)
+        kv_b, kv_name = kvm.kv_dtype_bytes(self.spec, self.s, self.rules,
+                                           runtime_dtype_bytes(self.spec, self.s))
+        eff.set("kv_cache_dtype", kv_name, Source.USER if kv_name == self.s.kv_cache_dtype
+                and self.s.kv_cache_dtype != "auto" else Source.VLLM_DEFAULT)
+        return Plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
+                    engine=self.rules.engine, outcome=outcome, ledgers=self._ledgers(), kv=cap,
+                    settings=dict(eff.values), settings_sources=dict(eff.sources),
+                    log_lines=self._log_lines(cap), assumptions=self._assumptions(cap),
+                    fixes=self._fixes(cap), calibrated=self.cal is not None)

@@ -1,0 +1,316 @@
+"""The vLLM version table: every behaviour that changes between releases, as data.
+
+`VERSION_TABLE` holds one frozen `VllmRules` row per (version range, engine). It is built
+from `_CHANGES`, a chronological list of "from version X on, for engine E, these fields
+change" entries (each with the reference section that says so), so that a reader can see
+what changed when. Code elsewhere reads fields of the resolved row; it never compares
+version numbers itself.
+
+References (§n) are to docs of vLLM memory semantics (shared reference, sections 1-11).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from ..errors import UsageError
+
+NEWEST_VERSION = "0.33.0"
+OLDEST_VERSION = "0.4.0"
+
+
+@dataclass(frozen=True)
+class VllmRules:
+    """One row of the version table. `since` is inclusive, `until` exclusive (None: open)."""
+
+    since: tuple[int, int, int]
+    until: tuple[int, int, int] | None
+    engine: str                              # "v0" | "v1"
+    # ---- engine selection (§1a) ----
+    default_engine: str = "v0"               # the engine this release picks by default
+    v1_falls_back_below_cc80: bool = False   # 0.8-0.10: v1 falls back to v0 on CC < 8.0
+    # ---- the budget (§1a) ----
+    whole_gpu: bool = False                  # other processes' memory charged to K
+    request_ceil: bool = False               # R = ceil(u*T) (0.14+) instead of u*T
+    free_memory_check: bool = False          # F_s >= R at startup (v1 0.9.1+)
+    snapshot_after_nccl: bool = False        # NCCL init lowers F_s, never N (0.11+)
+    cublas_before_snapshot: bool = False     # 0.33: cuBLAS handles lower F_s
+    graph_budget: str = "headroom"           # "headroom" | "estimated" (0.18-0.19, e=0) | "subtracted"
+    consumed_model: bool = False             # 0.27+: K = ceil(uT) - (C + H) - G
+    uma_free_is_host_ram: bool = False       # 0.20+ on GH200/GB10/Jetson
+    profile_assert_ge: bool = False          # 0.18+: F_s >= free_after_profile
+    online_fp8_bf16_load_peak: bool = True   # ≤0.18: online FP8 loads each tensor in 16-bit
+    # fp32 logit copies (reqs × vocab) the profile run's dummy sampler holds at its peak:
+    # v0 samples with top_k = vocab − 1 (sort path); v1 ~2 copies, ~8 in 0.11-0.13 (fitted,
+    # docs/accuracy.md)
+    profile_sampler_copies: float = 7.5
+    default_util: float = 0.90
+    # ---- scheduler defaults (§9) ----
+    sched_defaults: str = "v0"               # key of SCHED_DEFAULTS: v0|v1_080|v1_081|...
+    v0_chunked_prefill_auto: bool = False    # v0 0.5.5+: chunked prefill for L > 32768
+    sched_clamp_by_len: bool = False         # 0.33: tokens <= seqs*L, seqs <= tokens
+    # ---- blocks, groups, capacity (§4, §5, §6) ----
+    cpu_block_size: int = 16                 # 128 from 0.12
+    mla_supported: bool = False              # MLA latent cache (v0 0.7.1+, v1)
+    # block size the default MLA backend forces before Blackwell (FlashMLA 64 in v1 until
+    # 0.10; 16 observed with the 0.19 default on H100 and in v0); Blackwell CUTLASS-MLA: 128
+    mla_block_size: int = 16
+    hybrid_page_unification: bool = False    # v1 0.10+: mamba page unification (§4.2)
+    hybrid_kv_manager: bool = False          # v1: SW/chunked layers grouped, window-capped
+    # "none" | "batched" (0.8.3-0.25) | "batched_x_batches" (0.26+)
+    sliding_inflight: str = "none"
+    null_block_in_check: bool = False        # 0.29+: avail = K - P
+    override_before_check: bool = False      # 0.22+: num_gpu_blocks_override applied first
+    tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.22+)
+    concurrency_formula: str = "blocks_b_over_len"   # | "blocks_over_per_request" (0.9.1+)
+    estimate_max_len: str = "none"           # "none" | "lost" (0.8.4-0.9.0) | "yes"
+    group_aware_check: bool = False          # 0.14+
+    auto_fit: bool = False                   # --max-model-len auto (0.14+)
+    mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks
+    kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
+    modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
+    # ---- max_model_len derivation (§7) ----
+    rope_yarn_excluded: bool = False         # 0.30+: yarn not multiplied
+    tokenizer_cap: bool = False              # 0.9.2+: capped by tokenizer model_max_length
+    # ---- messages and log lines (§1b, §10, §11) ----
+    msg_free_memory: str = "none"            # "none" | "no_device" | "device"
+    msg_no_kv: str = "base"                  # "base" | "docs" (0.13-0.21) | "cpu" (0.22+)
+    # "v0" | "v1_070" | "v1_083" | "v1_084" | "v1_091" | "v1_013" | "v1_014" | "v1_022"
+    msg_fit: str = "v0"
+    msg_autofit: bool = False
+    msg_load_failure: bool = False           # 0.13+: "Failed to load model - not enough GPU memory"
+    # "loading_gb" | "model_gb" | "model_gib" | "model_gib_memory" | "model_s"
+    log_weights: str = "loading_gb"
+    # "none" | "v0_064" | "v0_profile" | "avail_2f" | "avail_s"
+    log_available: str = "none"
+    # "v0_gpu_blocks" | "v0_cuda_blocks" | "v0_cuda_lower" | "v1_070" | "two_lines" | "one_line"
+    # | "device_line"
+    log_capacity: str = "v0_gpu_blocks"
+    log_capacity_per_worker: bool = False    # ≤0.11.0: one line per worker (take the min)
+    v0_concurrency_log: bool = False         # v0 0.6.3+: "Maximum concurrency ..." line
+    gib_two_decimals: bool = True            # ≤0.13 "%.2f"; 0.14+ round(x, 2) via %s
+    usage_metric: str = "vllm:gpu_cache_usage_perc"
+
+    @property
+    def version(self) -> str:
+        return ".".join(map(str, self.since))
+
+    def covers(self, v: tuple[int, int, int]) -> bool:
+        return self.since <= v and (self.until is None or v < self.until)
+
+
+# (version, engines, changes, why). "both" applies to v0 and v1 rows alike.
+_CHANGES: tuple[tuple[str, str, dict, str], ...] = (
+    ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
+    ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
+    ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
+    ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
+    ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
+     "0.6.4 charges everything on the GPU (§1a)"),
+    ("0.6.5", "v0", {"whole_gpu": False, "log_available": "v0_profile"},
+     "u*T - (W + A + N), per instance (§1a)"),
+    ("0.7.0", "v1", {"whole_gpu": True, "mla_supported": True, "hybrid_kv_manager": False,
+                     "msg_fit": "v1_070", "log_capacity": "v1_070",
+                     "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
+     "v1 opt-in; whole-GPU budget (§1a)"),
+    ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
+     "v1 scheduler defaults (§9); v1 dummy sampler"),
+    ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
+    ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
+    ("0.7.3", "both", {"usage_metric": "vllm:gpu_cache_usage_perc"}, "v1 metrics (§12)"),
+    ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
+    ("0.8.0", "v0", {"v0_chunked_prefill_auto": False}, "auto chunked prefill ends (§9: 0.5.5-0.7.3)"),
+    ("0.8.0", "both", {"default_engine": "v1", "v1_falls_back_below_cc80": True,
+                       "log_weights": "model_gb"}, "v1 default from 0.8.0 (§1a)"),
+    ("0.8.0", "v1", {"log_capacity": "two_lines", "tokens_formula": "blocks_x_b",
+                     "mla_block_size": 64, "sched_defaults": "v1_080"},
+     "two capacity lines (§1b), defaults (§9), FlashMLA blocks (§4)"),
+    ("0.8.1", "v1", {"sched_defaults": "v1_081"}, "§9"),
+    ("0.8.3", "both", {"log_weights": "model_gib"}, "GiB in the weights line (§1b)"),
+    ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
+    ("0.8.4", "v1", {"msg_fit": "v1_084", "estimate_max_len": "lost"}, "estimate bug (§6, §10)"),
+    ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
+    ("0.9.0", "v1", {"sched_defaults": "v1_090", "hybrid_kv_manager": True}, "§9"),
+    ("0.9.1", "v1", {"whole_gpu": False, "free_memory_check": True, "msg_free_memory": "no_device",
+                     "msg_fit": "v1_091", "estimate_max_len": "yes", "log_available": "avail_2f",
+                     "concurrency_formula": "blocks_over_per_request",
+                     "log_capacity_per_worker": True}, "per-instance budget (§1a)"),
+    ("0.9.2", "both", {"tokenizer_cap": True}, "§7"),
+    ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
+    ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
+    ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
+    ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
+                      "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
+     "v0 removed (§1a); heavier dummy sampler (fitted)"),
+    ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
+    ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
+    ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
+     "§10"),
+    ("0.14.0", "v1", {"profile_sampler_copies": 2.1, "request_ceil": True,
+                      "msg_free_memory": "device", "msg_fit": "v1_014",
+                      "group_aware_check": True, "auto_fit": True, "msg_autofit": True,
+                      "log_weights": "model_s", "log_available": "avail_s",
+                      "gib_two_decimals": False}, "ceil(u*T); messages via round() (§1a, §10)"),
+    ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True}, "§1a"),
+    ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
+    ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
+                      "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
+    ("0.22.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len",
+                      "msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§3, §1b, §10"),
+    ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
+    ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
+    ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
+    ("0.29.0", "v1", {"null_block_in_check": True}, "avail = K - P (§6)"),
+    ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
+    ("0.32.0", "v1", {}, "external-weights messages (§10)"),
+    ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
+                      "sched_defaults": "v1_033", "sched_clamp_by_len": True}, "§1a, §4, §9"),
+)
+
+# The last release of the v0 engine (removed in 0.11.0).
+_V0_LAST = (0, 10, 2)
+_V1_FIRST = (0, 7, 0)
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """'0.6.5.dev+cu121' / 'v0.11' -> (0, 6, 5). Raises UsageError for junk."""
+    raw = (text or "").strip().lstrip("vV")
+    parts: list[int] = []
+    for piece in raw.replace("-", ".").replace("+", ".").split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+        if len(parts) == 3:
+            break
+    if not parts:
+        raise UsageError(f"cannot read vLLM version {text!r}", where="--vllm-version",
+                         fix="Give a release such as 0.11.0")
+    while len(parts) < 3:
+        parts.append(0)
+    return (parts[0], parts[1], parts[2])
+
+
+def _build_table() -> tuple[VllmRules, ...]:
+    rows: list[VllmRules] = []
+    for engine, first, last in (("v0", (0, 4, 0), _V0_LAST), ("v1", _V1_FIRST, None)):
+        state: dict = {}
+        points = []
+        for ver, eng, changes, _why in _CHANGES:
+            v = parse_version(ver)
+            if eng not in (engine, "both"):
+                continue
+            if v < first:
+                state.update(changes)       # inherited history (e.g. v1 starts with v0 facts)
+                continue
+            if last is not None and v > last:
+                continue
+            points.append((v, changes))
+        # merge changes at the same version
+        merged: list[tuple[tuple[int, int, int], dict]] = []
+        for v, ch in points:
+            if merged and merged[-1][0] == v:
+                merged[-1][1].update(ch)
+            else:
+                merged.append((v, dict(ch)))
+        if not merged or merged[0][0] != first:
+            merged.insert(0, (first, {}))
+        for i, (v, ch) in enumerate(merged):
+            state.update(ch)
+            nxt = merged[i + 1][0] if i + 1 < len(merged) else (
+                None if last is None else (last[0], last[1], last[2] + 1))
+            rows.append(VllmRules(since=v, until=nxt, engine=engine, **state))
+    return tuple(rows)
+
+
+VERSION_TABLE: tuple[VllmRules, ...] = _build_table()
+
+
+def engines_for(vllm_version: str | None) -> tuple[str, ...]:
+    """The engines a release ships (v0 until 0.10.2, v1 from 0.7.0)."""
+    v = parse_version(vllm_version or NEWEST_VERSION)
+    return tuple(e for e in ("v0", "v1")
+                 if any(r.engine == e and r.covers(v) for r in VERSION_TABLE))
+
+
+def resolve_rules(vllm_version: str | None = None, engine: str | None = None) -> VllmRules:
+    """The row for `vllm_version` (default newest) and `engine` (default: that release's).
+
+    Versions newer than the newest examined release use the newest row; older than 0.4.0
+    raise UsageError. An engine the release does not have raises UsageError.
+    """
+    v = parse_version(vllm_version or NEWEST_VERSION)
+    if v < parse_version(OLDEST_VERSION):
+        raise UsageError(f"vLLM {vllm_version} is older than {OLDEST_VERSION}",
+                         where="--vllm-version", fix=f"Use {OLDEST_VERSION} or newer")
+    newest = parse_version(NEWEST_VERSION)
+    if v > newest:
+        v = newest
+    if engine is None:
+        engine = next(r.default_engine for r in VERSION_TABLE if r.covers(v))
+    engine = engine.lower()
+    for row in VERSION_TABLE:
+        if row.engine == engine and row.covers(v):
+            return row
+    have = ", ".join(engines_for(".".join(map(str, v))))
+    raise UsageError(f"vLLM {'.'.join(map(str, v))} has no {engine} engine",
+                     where="--engine", fix=f"Use one of: {have}")
+
+
+def rules_fields() -> tuple[str, ...]:
+    """Names of the row fields (for documentation and tests)."""
+    return tuple(f.name for f in fields(VllmRules))
+
+
+def with_overrides(rules: VllmRules, **changes) -> VllmRules:
+    """A copy of a row with some fields changed (tests, env-var emulation)."""
+    return replace(rules, **changes)
+
+
+# ---- scheduler defaults (§9) -------------------------------------------------------------
+# key -> tiers, first match wins: (min total GiB, name must contain any of, name must not
+# contain any of, serve tokens, LLM-class tokens, max_num_seqs)
+SCHED_DEFAULTS: dict[str, tuple[tuple[float, tuple[str, ...], tuple[str, ...], int, int, int], ...]] = {
+    "v1_080": ((0, ("h100", "h200"), (), 8192, 16384, 1024), (0, (), (), 2048, 8192, 1024)),
+    "v1_081": ((0, ("h100", "h200"), (), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
+    "v1_085": ((70, (), (), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
+    "v1_090": ((70, (), ("a100",), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
+    "v1_028": ((160, (), (), 16384, 16384, 1024), (70, (), ("a100",), 8192, 16384, 1024),
+               (0, (), (), 2048, 8192, 256)),
+    "v1_033": ((160, (), (), 16384, 16384, 1024), (70, (), ("a100", "gb10"), 8192, 16384, 1024),
+               (0, (), (), 2048, 8192, 256)),
+}
+V0_MAX_NUM_SEQS = 256
+V0_MIN_BATCHED_TOKENS = 2048
+V0_CHUNKED_BATCHED_TOKENS = 512
+V0_CHUNKED_AUTO_ABOVE = 32768
+CPU_TOKENS_PER_WORKER = (2048, 4096)      # serve, LLM class
+CPU_SEQS_PER_WORKER = (128, 256)
+
+
+def scheduler_defaults(rules: VllmRules, gpu_name: str, total_gib: float, *,
+                       entrypoint: str = "serve", device: str = "cuda",
+                       world_size: int = 1) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) defaults of a v1 release (§9).
+
+    v0 defaults depend on max_model_len and chunked prefill; see `v0_scheduler_defaults`.
+    """
+    llm = entrypoint == "llm"
+    if device == "cpu":
+        return (CPU_TOKENS_PER_WORKER[llm] * world_size, CPU_SEQS_PER_WORKER[llm] * world_size)
+    name = (gpu_name or "").lower()
+    for min_gib, need, avoid, serve_t, llm_t, seqs in SCHED_DEFAULTS[rules.sched_defaults]:
+        if total_gib < min_gib:
+            continue
+        if need and not any(n in name for n in need):
+            continue
+        if any(a in name for a in avoid):
+            continue
+        return (llm_t if llm else serve_t), seqs
+    return 2048, 256
+
+
+def v0_scheduler_defaults(max_model_len: int, chunked_prefill: bool) -> tuple[int, int]:
+    """v0: (max_num_batched_tokens, max_num_seqs): max(L, 2048), or 512 with chunked prefill."""
+    tokens = V0_CHUNKED_BATCHED_TOKENS if chunked_prefill else max(max_model_len,
+                                                                   V0_MIN_BATCHED_TOKENS)
+    return tokens, V0_MAX_NUM_SEQS

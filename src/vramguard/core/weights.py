@@ -1,0 +1,206 @@
+"""Weight bytes per rank (`W`, the "Model loading took ..." value), §4.1 and §8.
+
+Sharding follows `LayerParams`' semantics: q/o/mlp/mixer/shared experts / TP; K/V
+projections / min(TP, KV heads); routed experts / TP (or / EP size); router, norms and
+replicated attention parts on every rank; embedding and LM head vocab-parallel with the
+vocabulary padded to 64, the embedding on the first PP stage and the LM head (and final
+norm) on the last. Layers are split over PP stages like vLLM's `get_pp_indices`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import DTYPE_BYTES, ModelSpec, QuantSpec
+from .settings import Settings
+
+VOCAB_PADDING = 64
+_GIB = 1 << 30
+
+# Effective bytes per parameter of quantized linear weights when only a method name is known
+# (a `--quantization` flag without a checkpoint quantization_config), §8.
+METHOD_BYTES_PER_PARAM = {
+    "fp8": 1.0, "fbgemm_fp8": 1.0, "ptpc_fp8": 1.0, "modelopt": 1.0, "compressed-tensors": 1.0,
+    "awq": 0.52, "awq_marlin": 0.52, "gptq": 0.52, "gptq_marlin": 0.52, "marlin": 0.52,
+    "auto_round": 0.52, "bitsandbytes": 0.53, "mxfp4": 0.53, "nvfp4": 0.5625,
+    "modelopt_fp4": 0.5625, "experts_int8": 1.0, "int8": 1.0, "gguf": 0.5625,
+}
+
+
+def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """[start, end) per PP stage: n // pp each, the remainder on the stages before the last.
+
+    32 over 3 -> 11/11/10; 61 over 4 -> 15/15/16/15 (vLLM `get_pp_indices`).
+    """
+    if pp <= 1:
+        return ((0, num_layers),)
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i] += 1
+    out, start = [], 0
+    for s in sizes:
+        out.append((start, start + s))
+        start += s
+    return tuple(out)
+
+
+def runtime_dtype_bytes(spec: ModelSpec, settings: Settings) -> int:
+    """Bytes per element of the dtype vLLM runs in (`auto`: fp32/fp16 -> fp16, bf16 -> bf16)."""
+    d = (settings.dtype or "auto").lower()
+    if d == "auto":
+        return 2 if spec.dtype_bytes >= 2 else spec.dtype_bytes
+    return DTYPE_BYTES.get(d, 2)
+
+
+def effective_quant(spec: ModelSpec, settings: Settings) -> QuantSpec | None:
+    """The checkpoint's quantization, or the one a `--quantization` flag asks for.
+
+    NOTE: a flag naming a smaller format than the config declares (e.g. `awq` next to a
+    16-bit or fp8 config) means the config is not the quantized checkpoint's: the flag wins.
+    """
+    q = (settings.quantization or "").lower()
+    rate = METHOD_BYTES_PER_PARAM.get(q) if q not in ("", "none", "auto") else None
+    if spec.quant is not None:
+        same = q.split("_")[0] == spec.quant.method.lower().split("_")[0]
+        if rate is not None and not same and rate < 0.9 \
+                and spec.quant.linear_bytes_per_param >= 0.9 \
+                and (spec.quant.expert_bytes_per_param or 1.0) >= 0.9:
+            return QuantSpec(method=q, linear_bytes_per_param=rate)
+        return spec.quant
+    if rate is None:
+        return None
+    return QuantSpec(method=q, linear_bytes_per_param=rate)
+
+
+def _expert_padding(spec: ModelSpec, quant: QuantSpec | None, tp: int,
+                    compute_capability: tuple[int, int] | None) -> float:
+    """MXFP4 MoE kernels pad the per-rank expert intermediate size to a multiple of 256
+    (and, on the Marlin path used before Hopper, the hidden size too)."""
+    if not quant or quant.method != "mxfp4" or spec.moe is None:
+        return 1.0
+    inter = max(1, spec.moe.moe_intermediate_size // max(1, tp))
+    f = -(-inter // 256) * 256 / inter
+    if compute_capability is not None and compute_capability < (9, 0):
+        h = max(1, spec.hidden_size)
+        f *= -(-h // 256) * 256 / h
+    return f
+
+
+@dataclass(frozen=True)
+class RankWeights:
+    """Weight bytes on one rank and how they were derived."""
+
+    bytes: int
+    derived_bytes: int            # from the architecture, before checkpoint scaling
+    params: int                   # parameters held on this rank
+    scale: float                  # checkpoint total / derived total (1.0 when no checkpoint)
+    rope_cache_bytes: int
+    offloaded_bytes: int
+    lora_bytes: int
+    from_checkpoint: bool
+
+
+def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, int],
+                dtype_b: float, quant: QuantSpec | None,
+                expert_pad: float = 1.0) -> tuple[float, int]:
+    """(bytes, params) on one rank of stage `pp_rank` (of `pp` stages)."""
+    pp_rank, pp = tp_rank_stage
+    tp = settings.tensor_parallel_size
+    ep = tp * settings.data_parallel_size if settings.enable_expert_parallel else tp
+    lin = quant.linear_bytes_per_param if quant else dtype_b
+    exp_b = (quant.expert_bytes_per_param if quant and quant.expert_bytes_per_param
+             else lin)
+    att_b = (quant.attention_bytes_per_param if quant and quant.attention_bytes_per_param
+             else lin)
+    start, end = pp_layer_split(spec.num_layers, pp)[pp_rank]
+    total_b, params = 0.0, 0
+    for layer in spec.layers[start:end]:
+        p = layer.params
+        kv_heads = layer.attention.num_kv_heads or spec.num_kv_heads or 1
+        kv_div = max(1, min(tp, kv_heads))
+        att = p.attn_q / tp + p.attn_o / tp + p.attn_kv / kv_div
+        rep = p.attn_replicated + p.router + p.norms
+        dense = p.mlp / tp + p.shared_experts / tp + p.mixer / tp
+        experts = p.experts / ep
+        total_b += (att * att_b + dense * lin + experts * exp_b * expert_pad
+                    + (p.router + p.norms) * dtype_b)
+        total_b += p.attn_replicated * att_b
+        params += int(att + rep + dense + experts)
+    vocab = max(1, spec.vocab_size)
+    padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
+    shard = padded / vocab / tp
+    emb_b = lin if quant and quant.embedding_quantized else dtype_b
+    head_b = lin if quant and quant.lm_head_quantized else dtype_b
+    if pp_rank == 0:
+        total_b += spec.embed_params * shard * emb_b + spec.extra_params * dtype_b
+        params += int(spec.embed_params * shard) + spec.extra_params
+        if spec.vision:
+            total_b += spec.vision.num_params / tp * dtype_b
+            params += spec.vision.num_params // tp
+    if pp_rank == pp - 1:
+        head = spec.lm_head_params
+        if spec.tie_word_embeddings and pp > 1 and not head:
+            head = spec.embed_params          # tied head is materialized on the last stage
+        total_b += head * shard * head_b + spec.final_norm_params * dtype_b
+        params += int(head * shard) + spec.final_norm_params
+    return total_b, params
+
+
+def _total_bytes(spec: ModelSpec, settings: Settings, dtype_b: float,
+                 quant: QuantSpec | None) -> float:
+    one = Settings(tensor_parallel_size=1, pipeline_parallel_size=1)
+    return _rank_bytes(spec, one, (0, 1), dtype_b, quant)[0]
+
+
+def rope_cache_bytes(spec: ModelSpec, dtype_b: int) -> int:
+    """RoPE cos/sin cache buffer: max positions x rotary dim, in the model dtype."""
+    if spec.uses_mla or not spec.head_dim:
+        return 0
+    pos = spec.max_len_keys.get("max_position_embeddings") or 0
+    return int(pos) * int(spec.head_dim) * dtype_b
+
+
+def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int) -> int:
+    """LoRA slot buffers per rank: `max_loras` slots of rank `max_lora_rank` (default 1 / 16)
+    on every adapted linear; stacked layers keep one A per slice (q, k, v; gate, up)."""
+    if not settings.enable_lora:
+        return 0
+    slots = settings.max_loras or 1
+    rank = settings.max_lora_rank or 16
+    h = spec.hidden_size
+    q = spec.num_attention_heads * spec.head_dim
+    kv = 2 * spec.num_kv_heads * spec.head_dim
+    inter = spec.intermediate_size or 4 * h
+    per_layer = (3 * h + q + kv) + (q + h) + (2 * h + 2 * inter) + (inter + h)
+    layers = spec.num_layers / settings.pipeline_parallel_size
+    return int(slots * rank * per_layer * layers * dtype_b / max(1, settings.tensor_parallel_size))
+
+
+def weights_per_rank(spec: ModelSpec, settings: Settings,
+                     compute_capability: tuple[int, int] | None = None) -> tuple[RankWeights, ...]:
+    """Weight bytes on each PP stage (TP ranks of one stage hold the same amount)."""
+    dtype_b = runtime_dtype_bytes(spec, settings)
+    quant = effective_quant(spec, settings)
+    pp = settings.pipeline_parallel_size
+    scale, from_ckpt = 1.0, False
+    ck = spec.checkpoint
+    if ck is not None and ck.total_bytes:
+        stored_dtype = spec.dtype_bytes
+        stored = _total_bytes(spec, settings, stored_dtype, spec.quant)
+        if stored > 0:
+            # NOTE: the checkpoint wins; the architecture says how it splits over ranks.
+            scale = ck.total_bytes / stored
+            from_ckpt = True
+    rope = rope_cache_bytes(spec, dtype_b)
+    lora = lora_bytes(spec, settings, dtype_b)
+    offload_total = int(settings.cpu_offload_gb * _GIB)
+    out = []
+    for stage in range(pp):
+        pad = _expert_padding(spec, quant, settings.tensor_parallel_size, compute_capability)
+        b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad)
+        scaled = b * scale
+        off = min(offload_total, int(scaled))
+        out.append(RankWeights(bytes=int(scaled) - off + rope + lora, derived_bytes=int(b),
+                               params=params, scale=scale, rope_cache_bytes=rope,
+                               offloaded_bytes=off, lora_bytes=lora, from_checkpoint=from_ckpt))
+    return tuple(out)

@@ -1,0 +1,48 @@
+"""The accuracy benchmark runs on the repo's copy of the corpus and meets its targets."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench" / "accuracy.py"
+
+pytest.importorskip("vramguard.sources.config")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("vg_accuracy_bench", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def rows(bench):
+    gpus = {g["short_name"]: g for g in bench.load_jsonl(bench.DATA / "gpus.jsonl")}
+    cases = bench.load_jsonl(bench.DATA / "cases.jsonl")
+    return [bench.run_case(c, gpus, use_free=True, default_version="0.33.0") for c in cases]
+
+
+def test_summary_targets(bench, rows):
+    s = bench.summarize(rows)
+    assert s["cases"] >= 90
+    assert s["median_abs_dkv_gib"] <= 0.3
+    assert s["median_improvement_x"] >= 5
+    assert s["outcome_accuracy"] >= 0.8
+
+
+def test_flags_are_read_generically(bench):
+    s = bench.settings_from_flags(
+        "vllm serve {'model': 'm', 'max_model_len': 8192, 'gpu_memory_utilization': 0.95}; "
+        "--kv-cache-dtype fp8 --enforce-eager num_gpu_blocks_override=2048 -tp 2", bench.Settings())
+    assert s.max_model_len == 8192 and s.gpu_memory_utilization == 0.95
+    assert s.kv_cache_dtype == "fp8" and s.enforce_eager
+    assert s.num_gpu_blocks_override == 2048 and s.tensor_parallel_size == 2
+
+
+def test_well_measured_case_is_close(rows):
+    row = next(r for r in rows if r["id"] == "llmdp-v0190-h100-llama31-8b-tp1")
+    assert abs(row["predicted_kv_gib"] - row["reported_kv_gib"]) < 0.3

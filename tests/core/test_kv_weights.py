@@ -1,0 +1,278 @@
+"""KV layouts, page sizes, PP splits and weights per rank, computed by hand."""
+
+import pytest
+
+from core_specs import deepseek_v3_kv_only, dense, llama31_8b, qwen3_next_kv_only, tiny_cpu_llama
+from vramguard.core import kv
+from vramguard.core.gpu import GpuSpec
+from vramguard.core.model import CheckpointInfo, QuantSpec
+from vramguard.core.planner import PlanHooks, plan
+from vramguard.core.provenance import GIB
+from vramguard.core.rules import resolve_rules
+from vramguard.core.settings import Settings
+from vramguard.core.weights import pp_layer_split, weights_per_rank
+
+
+def layout(spec, version="0.33.0", tp=1, rng=None, block=16, **kw):
+    rules = resolve_rules(version)
+    s = Settings(tensor_parallel_size=tp, **kw)
+    return kv.build_layout(spec, s, rules, rng or (0, spec.num_layers), kv_bytes=2,
+                           mamba_bytes=2, block_size=block, engine=rules.engine,
+                           max_num_batched_tokens=8192)
+
+
+# ---- PP splits (§4.1) ------------------------------------------------------------------
+@pytest.mark.parametrize("n,pp,sizes", [(32, 3, [11, 11, 10]), (61, 4, [15, 15, 16, 15]),
+                                        (32, 2, [16, 16]), (32, 1, [32]), (80, 3, [27, 27, 26])])
+def test_pp_layer_split(n, pp, sizes):
+    split = pp_layer_split(n, pp)
+    assert [e - s for s, e in split] == sizes
+    assert split[0][0] == 0 and split[-1][1] == n
+
+
+# ---- bytes per token (§4) --------------------------------------------------------------
+@pytest.mark.parametrize("tp,bpt", [(1, 131072), (2, 65536), (8, 16384), (16, 16384)])
+def test_llama_bytes_per_token_with_tp_replication(tp, bpt):
+    assert layout(llama31_8b(), tp=tp).bytes_per_token == bpt
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8, 16])
+def test_deepseek_v3_mla_70272_at_any_tp(tp):
+    lay = layout(deepseek_v3_kv_only(), tp=tp, block=64)
+    assert lay.bytes_per_token == 70272
+    assert lay.page_size_bytes == 64 * 70272
+
+
+def test_mla_block_size_by_version_and_128_on_blackwell():
+    spec = deepseek_v3_kv_only()
+    rules = resolve_rules("0.33.0")
+    assert kv.default_block_size(spec, Settings(), rules, compute_capability=(9, 0)) == 16
+    assert kv.default_block_size(spec, Settings(), resolve_rules("0.9.2"), compute_capability=(9, 0)) == 64
+    assert kv.default_block_size(spec, Settings(), rules, compute_capability=(10, 0)) == 128
+    assert kv.default_block_size(llama31_8b(), Settings(), rules) == 16
+    assert kv.default_block_size(llama31_8b(), Settings(), rules, device="cpu") == 128
+    assert kv.default_block_size(llama31_8b(), Settings(), resolve_rules("0.11.0"),
+                                 device="cpu") == 16
+
+
+def test_fp8_kv_is_one_byte():
+    rules = resolve_rules("0.33.0")
+    spec = llama31_8b()
+    for d in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        assert kv.kv_dtype_bytes(spec, Settings(kv_cache_dtype=d), rules, 2)[0] == 1
+    assert kv.kv_dtype_bytes(spec, Settings(), rules, 2) == (2, "auto")
+
+
+def test_modelopt_kv_scheme_becomes_fp8_in_033_only():
+    from dataclasses import replace
+    spec = replace(llama31_8b(), quant=QuantSpec("modelopt", linear_bytes_per_param=1.0,
+                                                 kv_cache_scheme="FP8"))
+    assert kv.kv_dtype_bytes(spec, Settings(), resolve_rules("0.33.0"), 2) == (1, "fp8")
+    assert kv.kv_dtype_bytes(spec, Settings(), resolve_rules("0.32.0"), 2) == (2, "auto")
+
+
+# ---- hybrid page unification (§4.2) ----------------------------------------------------
+def test_qwen3_next_block_size_544():
+    lay = layout(qwen3_next_kv_only())
+    assert lay.attn_page_per_token_layer == 2048
+    assert lay.block_size == 544
+    assert lay.block_size_enlarged
+    assert round(lay.mamba_padding_pct, 2) == 1.49
+    # 12 full + 36 GDN: group size 12 -> 1 attention group + 3 mamba groups
+    assert len(lay.groups) == 4
+    assert lay.page_size_bytes == 544 * 2048 * 12
+    # per request: cdiv(L, 544) for attention + 1 per mamba group
+    assert lay.blocks_per_request(262144) == -(-262144 // 544) + 3
+
+
+def test_hybrid_unification_absent_before_010():
+    lay = layout(qwen3_next_kv_only(), version="0.9.2")
+    assert lay.block_size == 16 and not lay.block_size_enlarged
+
+
+def test_mamba_speculative_blocks():
+    lay = layout(qwen3_next_kv_only(), num_speculative_tokens=2)
+    assert lay.blocks_per_request(544) == 1 + 3 * 3
+
+
+# ---- sliding-window groups (§4, §6) ----------------------------------------------------
+def test_sliding_window_groups_and_per_request_blocks():
+    # 5 sliding : 1 full over 12 layers (Gemma-3 style), window 1024
+    spec = dense(layers=12, window=1024, window_every=6, rope={"rope_type": "default"})
+    lay = layout(spec, version="0.22.0")
+    kinds = sorted(g.kind for g in lay.groups)
+    # 2 full + 10 sliding: group size min(2, 10) = 2 -> 1 full group + 5 sliding groups
+    assert kinds == ["full"] + ["sliding"] * 5
+    assert lay.page_size_bytes == 16 * 4096 * 2     # 4096 B/token/layer x 2 layers per group
+    # I = 8192 (0.8.3-0.25): sliding group: cdiv(min(1023 + 8192, L), 16) + 1
+    L = 32768
+    per = -(-L // 16) + 5 * (-(-min(1023 + 8192, L) // 16) + 1)
+    assert lay.blocks_per_request(L) == per
+
+
+def test_hybrid_manager_disabled_treats_sliding_as_full():
+    spec = dense(layers=12, window=1024, window_every=6, rope={"rope_type": "default"})
+    lay = layout(spec, disable_hybrid_kv_cache_manager=True)
+    assert len(lay.groups) == 1 and lay.groups[0].kind == "full"
+    assert lay.page_size_bytes == 16 * 12 * 4096
+
+
+def test_sliding_inflight_doubles_with_pp_from_026():
+    spec = dense(layers=12, window=1024, window_every=6, rope={"rope_type": "default"})
+    assert layout(spec, version="0.25.0").inflight_tokens == 8192
+    rules = resolve_rules("0.26.0")
+    s = Settings(pipeline_parallel_size=2)
+    assert kv.inflight_tokens(rules, s, 8192) == 16384
+    assert kv.inflight_tokens(rules, Settings(), 8192, async_scheduling=True) == 16384
+
+
+# ---- estimated max length (§6) ---------------------------------------------------------
+def test_estimate_max_len_uniform():
+    lay = layout(llama31_8b())
+    P = lay.page_size_bytes
+    assert kv.estimate_max_len(lay, 100 * P, 131072) == 1600
+    assert kv.estimate_max_len(lay, 100 * P + P // 2, 131072) == 1600
+    assert kv.estimate_max_len(lay, P - 1, 131072) == 0
+    assert kv.estimate_max_len(lay, 10**15, 131072) == 131072
+
+
+def test_concurrency_and_tokens_formulas():
+    lay = layout(llama31_8b())
+    r091, r022, r080 = resolve_rules("0.9.1"), resolve_rules("0.22.0"), resolve_rules("0.8.0")
+    # L not a multiple of b: the forms differ
+    assert kv.concurrency(r091, lay, 1000, 1000, "v1") == 1000 / 63
+    assert kv.concurrency(r080, lay, 1000, 1000, "v1") == 16.0
+    assert kv.tokens(r091, lay, 1000, 1000 / 63, 1000, "v1") == 16000
+    assert kv.tokens(r022, lay, 1000, 1000 / 63, 1000, "v1") == int(1000 / 63 * 1000)
+
+
+# ---- CPU (§13) -------------------------------------------------------------------------
+CPU = GpuSpec(name="cpu", total_bytes=64 * GIB, vendor="cpu")
+
+
+def test_cpu_example_section_13():
+    spec = tiny_cpu_llama()
+    p = plan(spec, Settings(max_model_len=256, kv_cache_memory_bytes=GIB), CPU,
+             vllm_version="0.32.0")
+    assert p.outcome.ok
+    assert p.kv.block_size == 128
+    assert p.kv.page_size_bytes == 65536
+    assert p.kv.num_blocks == 16384
+    assert p.kv.tokens == 2097152
+    assert ("CPU KV cache size: 2,097,152 tokens, Maximum concurrency for 256 tokens per "
+            "request: 8192.00x") in p.log_lines
+
+
+def test_cpu_override_3_blocks_includes_null_block():
+    p = plan(tiny_cpu_llama(), Settings(max_model_len=256, kv_cache_memory_bytes=GIB,
+                                        num_gpu_blocks_override=3), CPU, vllm_version="0.32.0")
+    assert p.outcome.ok
+    assert "Overriding num_gpu_blocks=16384 with num_gpu_blocks_override=3" in p.log_lines
+    assert p.kv.tokens == 384 and p.kv.max_concurrency == 1.5
+    assert ("CPU KV cache size: 384 tokens, Maximum concurrency for 256 tokens per request: "
+            "1.50x") in p.log_lines
+
+
+def test_cpu_defaults_scale_with_world_size():
+    p = plan(tiny_cpu_llama(), Settings(max_model_len=256, kv_cache_memory_bytes=GIB), CPU,
+             vllm_version="0.32.0")
+    assert p.settings["max_num_batched_tokens"] == 2048
+    assert p.settings["max_num_seqs"] == 128
+
+
+# ---- overrides (§3) --------------------------------------------------------------------
+def test_override_too_small_fails_check_from_022():
+    spec = llama31_8b()
+    h100 = GpuSpec(name="H100-80GB", total_bytes=int(79.19 * GIB), compute_capability=(9, 0))
+    s = Settings(max_model_len=34048, num_gpu_blocks_override=2048)
+    p = plan(spec, s, h100, vllm_version="0.22.0")
+    assert p.outcome.failure == "kv_below_max_model_len"
+    assert "(4.16 GiB KV cache is needed" in p.outcome.message
+    assert "available KV cache memory (4.0 GiB)" in p.outcome.message
+    p = plan(spec, s, h100, vllm_version="0.20.0")      # applied after the check
+    assert p.outcome.ok and p.kv.num_blocks == 2048
+
+
+# ---- weights per rank (§8) -------------------------------------------------------------
+def test_llama_weights_bf16():
+    (w,) = weights_per_rank(llama31_8b(), Settings())
+    assert w.params == 8_030_261_248
+    assert w.rope_cache_bytes == 131072 * 128 * 2
+    assert round(w.bytes / GIB, 2) == 14.99
+
+
+def test_weights_tp2_vocab_parallel_and_kv_split():
+    spec = llama31_8b()
+    (w1,) = weights_per_rank(spec, Settings())
+    (w2,) = weights_per_rank(spec, Settings(tensor_parallel_size=2))
+    norms = 65 * 4096                                # 2 per layer + final norm: replicated
+    assert w2.params == (w1.params - norms) // 2 + norms
+    assert abs(w2.bytes - (w1.bytes - w1.rope_cache_bytes - 2 * norms) / 2
+               - w2.rope_cache_bytes - 2 * norms) <= 4
+
+
+def test_weights_pp_embedding_first_head_last():
+    spec = llama31_8b()
+    ws = weights_per_rank(spec, Settings(pipeline_parallel_size=2))
+    layer = 218_112_000
+    vocab_h = 128256 * 4096
+    assert ws[0].params == 16 * layer + vocab_h
+    assert ws[1].params == 16 * layer + vocab_h + 4096
+
+
+def test_vocab_padded_to_64():
+    spec = dense(vocab=1000, layers=1, hidden=64, heads=1, kv_heads=1, head_dim=64, inter=64,
+                 rope={"rope_type": "default"})
+    (w,) = weights_per_rank(spec, Settings())
+    assert w.params == 1 * (64 * 64 * 2 + 2 * 64 * 64 + 3 * 64 * 64 + 128) + 2 * 1024 * 64 + 64
+
+
+def test_dtype_auto_fp32_checkpoint_runs_fp16_and_explicit_fp32():
+    spec = dense(dtype="float32")
+    (w16,) = weights_per_rank(spec, Settings())
+    (w32,) = weights_per_rank(spec, Settings(dtype="float32"))
+    assert round(w16.bytes / GIB, 2) == 14.99
+    assert round(w32.bytes / GIB, 2) == 29.98
+
+
+def test_quantized_linear_keeps_16bit_embeddings():
+    from dataclasses import replace
+    spec = replace(llama31_8b(), quant=QuantSpec("fp8", linear_bytes_per_param=1.0))
+    (w,) = weights_per_rank(spec, Settings())
+    linear = 32 * (218_112_000 - 8192)
+    expect = linear * 1 + 32 * 8192 * 2 + 2 * 128256 * 4096 * 2 + 4096 * 2 + 131072 * 128 * 2
+    assert w.bytes == expect
+
+
+def test_checkpoint_total_wins_and_offload_subtracts():
+    from dataclasses import replace
+    spec = replace(llama31_8b(), checkpoint=CheckpointInfo("safetensors", total_bytes=16 * 10**9))
+    (w,) = weights_per_rank(spec, Settings())
+    assert w.from_checkpoint and abs(w.bytes - (16 * 10**9 + w.rope_cache_bytes)) < 64
+    (w_off,) = weights_per_rank(spec, Settings(cpu_offload_gb=4))
+    assert w.bytes - w_off.bytes == 4 * GIB
+
+
+def test_pp_ledgers_tightest_rank_decides():
+    h100 = GpuSpec(name="H100-80GB", total_bytes=int(79.19 * GIB), compute_capability=(9, 0))
+    p = plan(llama31_8b(), Settings(pipeline_parallel_size=3), h100, vllm_version="0.33.0",
+             hooks=PlanHooks(activation_bytes=GIB, non_torch_bytes=0, cuda_graph_bytes=0))
+    assert [l.layers for l in p.ledgers] == [(0, 11), (11, 22), (22, 32)]
+    assert p.kv.num_blocks == min(l.num_blocks for l in p.ledgers)
+
+
+def test_packed_mla_layouts():
+    spec = deepseek_v3_kv_only()
+    rules = resolve_rules("0.33.0")
+    s = Settings(kv_cache_dtype="fp8_ds_mla")
+    lay = kv.build_layout(spec, s, rules, (0, 61), kv_bytes=1, mamba_bytes=2, block_size=64,
+                          engine="v1", max_num_batched_tokens=8192, kv_dtype_name="fp8_ds_mla")
+    assert lay.bytes_per_token == 61 * 656
+
+
+def test_v0_before_mla_support_uses_full_heads_padded_to_256():
+    spec = deepseek_v3_kv_only()
+    rules = resolve_rules("0.6.5")
+    lay = kv.build_layout(spec, Settings(tensor_parallel_size=8), rules, (0, 61), kv_bytes=2,
+                          mamba_bytes=2, block_size=16, engine="v0", max_num_batched_tokens=8192)
+    assert lay.bytes_per_token == 61 * (128 // 8) * 2 * 256 * 2

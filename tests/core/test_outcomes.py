@@ -1,0 +1,149 @@
+"""Each startup outcome, with vLLM's own message for the version, by hand."""
+
+from core_specs import dense, llama31_8b, qwen3_next_kv_only
+from vramguard.core import failures as F
+from vramguard.core.gpu import GpuSpec
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.planner import PlanHooks, plan
+from vramguard.core.provenance import GIB
+from vramguard.core.settings import Settings
+
+H100 = lookup_gpu("H100")
+HOOKS = PlanHooks(weights_bytes=int(14.99 * GIB), activation_bytes=int(1.2 * GIB),
+                  non_torch_bytes=int(0.5 * GIB), cuda_graph_bytes=int(0.5 * GIB),
+                  context_bytes=int(0.5 * GIB))
+
+
+def test_weights_do_not_fit():
+    small = GpuSpec(name="RTX-3080", total_bytes=10 * GIB, compute_capability=(8, 6))
+    p = plan(llama31_8b(), Settings(max_model_len=4096), small, vllm_version="0.19.0")
+    assert p.outcome.failure == F.WEIGHTS_OOM
+    assert p.outcome.message.startswith("Failed to load model - not enough GPU memory.")
+    assert "CUDA out of memory" in p.outcome.message
+    assert p.fixes[0].flags == {"--tensor-parallel-size": "2"}
+    p = plan(llama31_8b(), Settings(max_model_len=4096), small, vllm_version="0.12.0")
+    assert p.outcome.message.startswith("CUDA out of memory")     # logged from 0.13 only
+
+
+def test_profile_run_oom():
+    p = plan(llama31_8b(), Settings(max_model_len=4096), H100, vllm_version="0.29.0",
+             hooks=PlanHooks(weights_bytes=70 * GIB, activation_bytes=9 * GIB),
+             free_bytes=78 * GIB)
+    assert p.outcome.failure == F.PROFILE_RUN_OOM            # 70 + 9 GiB > 78 GiB free
+    assert p.outcome.message.startswith("CUDA out of memory. Tried to allocate 9.00 GiB.")
+    p = plan(llama31_8b(), Settings(max_model_len=4096, gpu_memory_utilization=0.9), H100,
+             vllm_version="0.29.0", hooks=PlanHooks(weights_bytes=70 * GIB,
+                                                      activation_bytes=9 * GIB),
+             free_bytes=78 * GIB)
+    assert p.outcome.failure == F.PROFILE_RUN_OOM
+
+
+def test_no_kv_memory_and_null_block_from_029():
+    # K between 0 and one page: fails only where the null block is reserved (0.29+)
+    P = 2 << 20
+    u = 0.5
+    R = u * int(round(79.19 * GIB))
+    k = P // 2
+    hooks = PlanHooks(weights_bytes=int(R) - k, activation_bytes=0, non_torch_bytes=0,
+                      cuda_graph_bytes=0, context_bytes=0)
+    s = Settings(gpu_memory_utilization=u, max_model_len=16)
+    p = plan(llama31_8b(), s, H100, vllm_version="0.28.0", hooks=hooks)
+    assert p.outcome.failure == F.KV_BELOW_MAX_MODEL_LEN      # 0 blocks < one request
+    p = plan(llama31_8b(), s, H100, vllm_version="0.29.0", hooks=hooks)
+    assert p.outcome.failure == F.NO_KV_MEMORY
+    assert p.outcome.message.startswith("No available memory for the cache blocks.")
+
+
+def test_negative_kv_is_no_kv_memory():
+    p = plan(llama31_8b(), Settings(), H100, vllm_version="0.10.1",
+             hooks=PlanHooks(weights_bytes=72 * GIB, activation_bytes=GIB, non_torch_bytes=0,
+                             context_bytes=int(0.5 * GIB)))
+    assert p.outcome.failure == F.NO_KV_MEMORY
+    assert p.tightest.kv_cache.value_bytes < 0
+
+
+def test_v0_fit_message():
+    p = plan(llama31_8b(), Settings(gpu_memory_utilization=0.3), H100, vllm_version="0.6.5",
+             hooks=HOOKS)
+    assert p.engine == "v0" and p.outcome.failure == F.KV_BELOW_MAX_MODEL_LEN
+    assert p.outcome.message.startswith("The model's max seq len (131072) is larger than the "
+                                        "maximum number of tokens that can be stored in KV cache")
+
+
+def test_whole_gpu_versions_charge_other_processes():
+    s = Settings(max_model_len=8192)
+    per = plan(llama31_8b(), s, H100, vllm_version="0.10.1", hooks=HOOKS,
+               other_used_bytes=5 * GIB)
+    whole = plan(llama31_8b(), s, H100, vllm_version="0.8.5", hooks=HOOKS,
+                 other_used_bytes=5 * GIB)
+    v064 = plan(llama31_8b(), s, H100, vllm_version="0.6.4", hooks=HOOKS,
+                other_used_bytes=5 * GIB)
+    k = lambda p: p.tightest.kv_cache.value_bytes  # noqa: E731
+    assert k(per) - k(whole) == 5 * GIB + int(0.5 * GIB)      # others + CUDA context
+    assert k(per) - k(v064) == 5 * GIB + int(0.5 * GIB)
+    assert per.outcome.ok                                      # 73.69 GiB free >= 71.27
+
+
+def test_mamba_blocks_below_max_num_seqs():
+    g = lookup_gpu("H200")
+    s = Settings(max_num_seqs=1024, gpu_memory_utilization=0.92)
+    hooks = PlanHooks(weights_bytes=120 * GIB, activation_bytes=GIB, non_torch_bytes=0,
+                      cuda_graph_bytes=0)
+    p = plan(qwen3_next_kv_only(), s, g, vllm_version="0.20.0", hooks=hooks)
+    assert p.kv.block_size == 544
+    assert p.outcome.failure == F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS
+    assert p.outcome.message.startswith(f"max_num_seqs (1024) exceeds available Mamba cache "
+                                        f"blocks ({p.kv.num_blocks}).")
+    assert p.fixes[0].flags == {"--max-num-seqs": str(p.kv.num_blocks)}
+    assert ("Setting attention block size to 544 tokens to ensure that attention page size is "
+            ">= mamba page size.") in p.log_lines
+    eager = plan(qwen3_next_kv_only(), Settings(max_num_seqs=1024, enforce_eager=True,
+                                                gpu_memory_utilization=0.92), g,
+                 vllm_version="0.20.0", hooks=hooks)
+    assert eager.outcome.ok                                   # no graphs: no check
+    older = plan(qwen3_next_kv_only(), s, g, vllm_version="0.19.0", hooks=hooks)
+    assert older.outcome.ok
+
+
+def test_graphs_in_headroom_risk_and_failure_before_020():
+    s = Settings(gpu_memory_utilization=0.99, max_model_len=8192)
+    p = plan(llama31_8b(), s, H100, vllm_version="0.17.0",
+             hooks=PlanHooks(cuda_graph_bytes=3 * GIB, context_bytes=int(0.5 * GIB),
+                             activation_bytes=2 * GIB))
+    assert p.outcome.failure == F.CUDA_GRAPH_OOM
+    assert p.fixes[-1].flags == {"--enforce-eager": ""}
+    p = plan(llama31_8b(), Settings(gpu_memory_utilization=0.97, max_model_len=8192,
+                                    max_num_seqs=64), H100,
+             vllm_version="0.17.0", hooks=PlanHooks(cuda_graph_bytes=int(3.5 * GIB),
+                                                    context_bytes=int(0.5 * GIB),
+                                                    activation_bytes=2 * GIB))
+    assert p.outcome.ok and any(r.startswith(F.CUDA_GRAPH_OOM) for r in p.outcome.risks)
+
+
+def test_sampler_warmup_oom_with_big_vocab_and_many_seqs():
+    spec = dense(vocab=1_000_000, max_pos=8192, rope={"rope_type": "default"})
+    p = plan(spec, Settings(gpu_memory_utilization=0.97, max_num_seqs=1024), H100,
+             vllm_version="0.29.0", hooks=PlanHooks(activation_bytes=0, cuda_graph_bytes=0))
+    assert p.outcome.failure == F.SAMPLER_WARMUP_OOM
+    assert p.outcome.message.startswith("CUDA out of memory occurred when warming up sampler "
+                                        "with 1024 dummy requests.")
+    assert p.fixes[0].flags == {"--max-num-seqs": "512"}
+
+
+def test_to_dict_is_json_ready():
+    import json
+    p = plan(llama31_8b(), Settings(), H100, vllm_version="0.29.0")
+    d = json.loads(json.dumps(p.to_dict()))
+    assert d["kv_cache"]["num_blocks"] == p.kv.num_blocks
+    assert d["settings_sources"]["gpu_memory_utilization"] == "vllm_default"
+    assert d["startup"]["ok"] is True
+    assert all(isinstance(a, str) for a in d["assumptions"])
+
+
+def test_capacity_printed_per_pp_stage_up_to_0110():
+    s = Settings(pipeline_parallel_size=2, max_model_len=8192)
+    p = plan(llama31_8b(), s, H100, vllm_version="0.10.1")
+    sizes = [l for l in p.log_lines if l.startswith("GPU KV cache size")]
+    assert len(sizes) == 2 and p.kv.num_blocks == min(l.num_blocks for l in p.ledgers)
+    p = plan(llama31_8b(), s, H100, vllm_version="0.11.1")
+    assert len([l for l in p.log_lines if l.startswith("GPU KV cache size")]) == 1

@@ -1,0 +1,301 @@
+"""The version table (one assertion set per row) and vLLM's message texts by version."""
+
+import pytest
+
+from core_specs import dense, llama31_8b
+from vramguard.core import messages as msg
+from vramguard.core.gpu import GpuSpec
+from vramguard.core.gpu_catalog import list_gpus, lookup_gpu
+from vramguard.core.maxlen import derive_max_model_len, parse_len, resolve_max_model_len
+from vramguard.core.planner import NEWEST_VERSION, plan
+from vramguard.core.provenance import GIB
+from vramguard.core.rules import (VERSION_TABLE, engines_for, parse_version, resolve_rules,
+                                  scheduler_defaults)
+from vramguard.core.settings import Settings
+from vramguard.errors import UsageError
+
+# version, engine -> the fields that define that row (§1a, §1b, §6, §9, §10)
+ROWS = {
+    ("0.4.0", "v0"): dict(whole_gpu=False, log_weights="loading_gb", log_capacity="v0_gpu_blocks",
+                          v0_concurrency_log=False, default_util=0.9),
+    ("0.4.3", "v0"): dict(log_weights="loading_gb", v0_chunked_prefill_auto=False),
+    ("0.5.5", "v0"): dict(v0_chunked_prefill_auto=True),
+    ("0.6.3", "v0"): dict(v0_concurrency_log=True, whole_gpu=False),
+    ("0.6.4", "v0"): dict(whole_gpu=True, log_available="v0_064"),
+    ("0.6.5", "v0"): dict(whole_gpu=False, log_available="v0_profile"),
+    ("0.7.0", "v0"): dict(log_capacity="v0_cuda_blocks", mla_supported=False),
+    ("0.7.1", "v0"): dict(mla_supported=True),
+    ("0.7.3", "v0"): dict(log_capacity="v0_cuda_lower"),
+    ("0.8.0", "v0"): dict(default_engine="v1", v0_chunked_prefill_auto=False),
+    ("0.8.3", "v0"): dict(log_weights="model_gib"),
+    ("0.9.2", "v0"): dict(tokenizer_cap=True),
+    ("0.10.2", "v0"): dict(kv_cache_memory_flag=True),
+    ("0.7.0", "v1"): dict(whole_gpu=True, free_memory_check=False, msg_fit="v1_070",
+                          log_capacity="v1_070", default_engine="v0"),
+    ("0.7.3", "v1"): dict(whole_gpu=True),
+    ("0.8.0", "v1"): dict(default_engine="v1", v1_falls_back_below_cc80=True,
+                          log_capacity="two_lines", tokens_formula="blocks_x_b",
+                          sched_defaults="v1_080", log_weights="model_gb", mla_block_size=64),
+    ("0.8.1", "v1"): dict(sched_defaults="v1_081"),
+    ("0.8.3", "v1"): dict(msg_fit="v1_083", log_weights="model_gib", sliding_inflight="batched"),
+    ("0.8.4", "v1"): dict(msg_fit="v1_084", estimate_max_len="lost"),
+    ("0.8.5", "v1"): dict(sched_defaults="v1_085"),
+    ("0.9.0", "v1"): dict(sched_defaults="v1_090", whole_gpu=True),
+    ("0.9.1", "v1"): dict(whole_gpu=False, free_memory_check=True, msg_free_memory="no_device",
+                          msg_fit="v1_091", estimate_max_len="yes", log_available="avail_2f",
+                          concurrency_formula="blocks_over_per_request",
+                          log_capacity_per_worker=True),
+    ("0.9.2", "v1"): dict(usage_metric="vllm:kv_cache_usage_perc", tokenizer_cap=True),
+    ("0.10.0", "v1"): dict(hybrid_page_unification=True),
+    ("0.10.2", "v1"): dict(kv_cache_memory_flag=True, snapshot_after_nccl=False),
+    ("0.11.0", "v1"): dict(snapshot_after_nccl=True, v1_falls_back_below_cc80=False,
+                           mla_block_size=16, profile_sampler_copies=8.0),
+    ("0.11.1", "v1"): dict(log_weights="model_gib_memory", log_capacity_per_worker=False),
+    ("0.12.0", "v1"): dict(cpu_block_size=128),
+    ("0.13.0", "v1"): dict(msg_no_kv="docs", msg_fit="v1_013", msg_load_failure=True),
+    ("0.14.0", "v1"): dict(request_ceil=True, msg_free_memory="device", msg_fit="v1_014",
+                           auto_fit=True, log_weights="model_s", log_available="avail_s",
+                           gib_two_decimals=False, graph_budget="headroom"),
+    ("0.18.0", "v1"): dict(graph_budget="estimated", profile_assert_ge=True, default_util=0.9,
+                           online_fp8_bf16_load_peak=True),
+    ("0.19.0", "v1"): dict(online_fp8_bf16_load_peak=False, graph_budget="estimated"),
+    ("0.20.0", "v1"): dict(graph_budget="subtracted", default_util=0.92,
+                           mamba_blocks_check=True, override_before_check=False),
+    ("0.22.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
+                           msg_no_kv="cpu", msg_fit="v1_022"),
+    ("0.26.0", "v1"): dict(sliding_inflight="batched_x_batches", consumed_model=False),
+    ("0.27.0", "v1"): dict(consumed_model=True, log_capacity="two_lines"),
+    ("0.28.0", "v1"): dict(log_capacity="one_line", sched_defaults="v1_028",
+                           null_block_in_check=False),
+    ("0.29.0", "v1"): dict(null_block_in_check=True),
+    ("0.30.0", "v1"): dict(log_capacity="device_line", rope_yarn_excluded=True),
+    ("0.32.0", "v1"): dict(cublas_before_snapshot=False),
+    ("0.33.0", "v1"): dict(cublas_before_snapshot=True, modelopt_kv_auto_fp8=True,
+                           sched_defaults="v1_033", sched_clamp_by_len=True),
+}
+
+
+@pytest.mark.parametrize("key", list(ROWS))
+def test_version_rows(key):
+    version, engine = key
+    row = resolve_rules(version, engine)
+    assert row.engine == engine and row.version == version
+    for field, value in ROWS[key].items():
+        assert getattr(row, field) == value, (key, field)
+
+
+def test_table_has_no_gaps_and_every_row_is_tested():
+    for eng in ("v0", "v1"):
+        rows = [r for r in VERSION_TABLE if r.engine == eng]
+        for a, b in zip(rows, rows[1:]):
+            assert a.until == b.since
+    tested = {(v, e) for v, e in ROWS}
+    assert {(r.version, r.engine) for r in VERSION_TABLE} <= tested
+
+
+def test_engines_and_defaults():
+    assert resolve_rules("0.7.2").engine == "v0"
+    assert resolve_rules("0.8.0").engine == "v1"
+    assert resolve_rules("0.11.0").engine == "v1"
+    assert engines_for("0.9.0") == ("v0", "v1")
+    assert engines_for("0.11.0") == ("v1",)
+    assert resolve_rules(None).version == NEWEST_VERSION == "0.33.0"
+    assert resolve_rules("0.40.1").version == "0.33.0"
+    with pytest.raises(UsageError):
+        resolve_rules("0.11.0", "v0")
+    with pytest.raises(UsageError):
+        resolve_rules("0.3.3")
+    with pytest.raises(UsageError):
+        parse_version("latest")
+    assert parse_version("0.6.5.dev (PR branch)") == (0, 6, 5)
+    assert parse_version("v0.11") == (0, 11, 0)
+
+
+def test_v1_falls_back_to_v0_below_cc80_in_08_to_010():
+    v100 = GpuSpec(name="V100-32GB", total_bytes=int(31.74 * GIB), compute_capability=(7, 0))
+    spec = dense(max_pos=4096, rope={"rope_type": "default"})
+    assert plan(spec, Settings(), v100, vllm_version="0.9.2").engine == "v0"
+    assert plan(spec, Settings(), v100, vllm_version="0.11.0").engine == "v1"
+    assert plan(spec, Settings(), v100, vllm_version="0.9.2", engine="v1").engine == "v1"
+
+
+# ---- scheduler defaults (§9) -----------------------------------------------------------
+@pytest.mark.parametrize("version,gpu,entry,expect", [
+    ("0.8.0", "H100-80GB", "serve", (8192, 1024)), ("0.8.0", "A10G", "serve", (2048, 1024)),
+    ("0.8.0", "H100-80GB", "llm", (16384, 1024)), ("0.8.2", "L4", "serve", (2048, 256)),
+    ("0.8.5", "A100-80GB", "serve", (8192, 1024)), ("0.9.0", "A100-80GB", "serve", (2048, 256)),
+    ("0.19.0", "H100-80GB", "serve", (8192, 1024)), ("0.28.0", "B200", "serve", (16384, 1024)),
+    ("0.28.0", "GB10", "serve", (8192, 1024)), ("0.33.0", "GB10", "serve", (2048, 256)),
+    ("0.33.0", "H200", "llm", (16384, 1024)), ("0.33.0", "RTX-4090", "serve", (2048, 256)),
+])
+def test_scheduler_defaults(version, gpu, entry, expect):
+    g = lookup_gpu(gpu)
+    assert scheduler_defaults(resolve_rules(version), g.name, g.total_bytes / GIB,
+                              entrypoint=entry) == expect
+
+
+def test_v0_defaults_follow_max_model_len():
+    g = lookup_gpu("A100-40GB")
+    spec = dense(max_pos=8192, rope={"rope_type": "default"})
+    p = plan(spec, Settings(), g, vllm_version="0.6.5")
+    assert (p.settings["max_num_batched_tokens"], p.settings["max_num_seqs"]) == (8192, 256)
+    spec = dense(max_pos=65536, rope={"rope_type": "default"})
+    p = plan(spec, Settings(), g, vllm_version="0.7.2")
+    assert p.settings["enable_chunked_prefill"] is True
+    assert p.settings["max_num_batched_tokens"] == 512
+
+
+# ---- messages (§10, §1b) ---------------------------------------------------------------
+R = resolve_rules
+
+
+def test_no_kv_messages():
+    base = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine.")
+    docs = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    assert msg.no_kv_message(R("0.6.5")) == base
+    assert msg.no_kv_message(R("0.12.0")) == base
+    assert msg.no_kv_message(R("0.13.0")) == base + docs
+    assert msg.no_kv_message(R("0.22.0")) == (
+        "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+        "initializing the engine (this flag also controls CPU memory reservation on the CPU "
+        "backend, despite its name)." + docs)
+
+
+def test_fit_messages_by_version():
+    need, avail = int(16 * GIB), int(6.5 * GIB)
+    m = msg.fit_message(R("0.7.0", "v1"), 131072, need, avail, None)
+    assert m.startswith("To serve at least one request with the models's max seq len (131072), "
+                        "(16.00 GB KV cache is needed")
+    assert msg.fit_message(R("0.8.3"), 131072, need, avail, 5).count("GiB") == 2
+    m = msg.fit_message(R("0.8.4"), 131072, need, avail, 52000)
+    assert "(6.50 GiB). Based on the available memory,  Try increasing" in m
+    m = msg.fit_message(R("0.9.1"), 131072, need, avail, 52000)
+    assert ("(6.50 GiB). Based on the available memory, the estimated maximum model length is "
+            "52000. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine.") in m and m.endswith("engine.")
+    assert "GiB).  Try" in msg.fit_message(R("0.9.1"), 131072, need, avail, None)
+    assert msg.fit_message(R("0.13.0"), 131072, need, avail, 1).endswith("for more details.")
+    m = msg.fit_message(R("0.14.0"), 131072, need, avail, None)
+    assert "(16.0 GiB KV cache is needed" in m and "(6.5 GiB). Try increasing" in m
+    assert "(which also controls CPU memory" not in m
+    assert "(which also controls CPU memory" in msg.fit_message(R("0.22.0"), 1, need, avail, 1)
+
+
+def test_v0_fit_and_other_messages():
+    assert msg.v0_fit_message(32768, 4464) == (
+        "The model's max seq len (32768) is larger than the maximum number of tokens that can "
+        "be stored in KV cache (4464). Try increasing `gpu_memory_utilization` or decreasing "
+        "`max_model_len` when initializing the engine.")
+    assert msg.mamba_blocks_message(1024, 939).startswith(
+        "max_num_seqs (1024) exceeds available Mamba cache blocks (939). Each decode sequence "
+        "requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower "
+        "max_num_seqs to at most 939 or increase gpu_memory_utilization.")
+    assert msg.sampler_oom_message(1024).startswith(
+        "CUDA out of memory occurred when warming up sampler with 1024 dummy requests.")
+    assert msg.autofit_fail_message().startswith("Cannot auto-fit max_model_len: not enough GPU")
+    assert msg.weights_oom_message("X").startswith(
+        "Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization")
+    assert msg.weights_oom_message("X").endswith("(original error: X)")
+
+
+def test_free_memory_messages():
+    args = (int(60.85 * GIB), int(79.19 * GIB), 0.95, 0.95 * 79.19 * GIB)
+    assert msg.free_memory_message(R("0.11.0"), *args).startswith(
+        "Free memory on device (60.85/79.19 GiB) on startup is less than desired GPU memory "
+        "utilization (0.95, 75.23 GiB).")
+    assert msg.free_memory_message(R("0.19.0"), *args, device="cuda:1").startswith(
+        "Free memory on device cuda:1 (60.85/79.19 GiB)")
+
+
+def test_log_line_variants():
+    w = int(14.9888 * GIB)
+    assert msg.weights_log(R("0.6.5"), w) == "Loading model weights took 14.9888 GB"
+    assert msg.weights_log(R("0.8.0"), w).startswith("Model loading took 14.9888 GB and ")
+    assert msg.weights_log(R("0.10.1"), w).startswith("Model loading took 14.9888 GiB and ")
+    assert msg.weights_log(R("0.11.1"), w).startswith("Model loading took 14.9888 GiB memory")
+    assert msg.weights_log(R("0.19.0"), w).startswith("Model loading took 14.99 GiB memory and")
+    k = int(42.8 * GIB)
+    assert msg.available_kv_log(R("0.10.1"), k) == ("Available KV cache memory: 42.80 GiB",)
+    assert msg.available_kv_log(R("0.19.0"), k) == ("Available KV cache memory: 42.8 GiB",)
+    assert msg.available_kv_log(R("0.8.5"), k) == ()
+    assert msg.capacity_log(R("0.10.0", "v0"), 190100, 0, 32768, 92.82) == (
+        "# cuda blocks: 190100, # CPU blocks: 0",
+        "Maximum concurrency for 32768 tokens per request: 92.82x")
+    assert msg.capacity_log(R("0.7.1", "v0"), 5, 0, 1, 1.0)[0] == "# CUDA blocks: 5, # CPU blocks: 0"
+    assert msg.capacity_log(R("0.19.0"), 29751, 476016, 8192, 58.107) == (
+        "GPU KV cache size: 476,016 tokens",
+        "Maximum concurrency for 8,192 tokens per request: 58.11x")
+    assert msg.capacity_log(R("0.30.0"), 1, 9026017, 32768, 275.45, device="XPU") == (
+        "XPU KV cache size: 9,026,017 tokens, Maximum concurrency for 32,768 tokens per "
+        "request: 275.45x",)
+
+
+# ---- max_model_len (§7) ----------------------------------------------------------------
+def test_llama3_rope_not_scaled():
+    assert derive_max_model_len(llama31_8b(), R("0.33.0")).value == 131072
+
+
+def test_yarn_multiplied_before_030_not_after():
+    spec = dense(max_pos=32768, rope={"rope_type": "yarn", "factor": 4.0,
+                                      "original_max_position_embeddings": 32768})
+    assert derive_max_model_len(spec, R("0.29.0")).limit == 131072
+    assert derive_max_model_len(spec, R("0.30.0")).limit == 32768
+
+
+def test_linear_scaling_and_gemma3_exception():
+    spec = dense(max_pos=4096, rope={"type": "linear", "factor": 2.0})
+    assert derive_max_model_len(spec, R("0.33.0")).value == 8192
+    g3 = dense(max_pos=131072, model_type="gemma3_text", rope={"rope_type": "linear", "factor": 8})
+    assert derive_max_model_len(g3, R("0.33.0")).value == 131072
+
+
+def test_min_over_keys_and_default():
+    from dataclasses import replace
+    spec = replace(dense(), max_len_keys={"max_position_embeddings": 32768, "seq_length": 8192})
+    d = derive_max_model_len(spec, R("0.33.0"))
+    assert (d.value, d.key) == (8192, "seq_length")
+    assert derive_max_model_len(replace(dense(), max_len_keys={}), R("0.33.0")).value == 2048
+
+
+def test_user_len_above_derived_raises_vllm_words():
+    with pytest.raises(UsageError) as e:
+        resolve_max_model_len(llama31_8b(), R("0.33.0"), 200000)
+    assert ("User-specified max_model_len (200000) is greater than the derived max_model_len "
+            "(max_position_embeddings=131072") in str(e.value)
+
+
+def test_parse_len_suffixes():
+    assert parse_len("25.6k") == 25600 and parse_len("128K") == 131072
+    assert parse_len("auto") is None and parse_len("-1") is None and parse_len("4096") == 4096
+
+
+# ---- validation ------------------------------------------------------------------------
+def test_validation_errors():
+    h100 = lookup_gpu("H100")
+    with pytest.raises(UsageError, match="divisible by tensor parallel size"):
+        plan(llama31_8b(), Settings(tensor_parallel_size=3), h100)
+    for bad in (0, 1.2, -0.5):
+        with pytest.raises(UsageError, match="GPU memory utilization"):
+            plan(llama31_8b(), Settings(gpu_memory_utilization=bad), h100)
+    with pytest.raises(UsageError, match="contradict"):
+        plan(llama31_8b(), Settings(max_model_len=4096, max_model_len_auto=True), h100)
+    with pytest.raises(UsageError, match="0.14"):
+        plan(llama31_8b(), Settings(max_model_len_auto=True), h100, vllm_version="0.11.0")
+
+
+# ---- GPU catalog -----------------------------------------------------------------------
+def test_catalog_lookup_loose_and_suggestions():
+    assert lookup_gpu("NVIDIA H100 80GB HBM3").name == "H100-80GB"
+    assert lookup_gpu("nvidia geforce rtx 4090").name == "RTX-4090"
+    assert lookup_gpu("a100-sxm4-80gb").name == "A100-80GB"
+    assert lookup_gpu("Tesla T4").name == "T4"
+    assert round(lookup_gpu("H100").total_bytes / GIB, 2) == 79.19
+    assert lookup_gpu("H100-NVL").source.startswith("derived")
+    with pytest.raises(UsageError) as e:
+        lookup_gpu("RTX 4091")
+    assert "RTX-4090" in str(e.value)
+    names = {g.name for g in list_gpus()}
+    assert {"A100-40GB", "H200", "B200", "L40S", "T4", "MI300X", "GB10", "Jetson-AGX-Orin",
+            "RTX-PRO-6000", "V100-16GB", "RTX-2080Ti"} <= names
+    assert lookup_gpu("GB10").uma and lookup_gpu("MI300X").vendor == "amd"
