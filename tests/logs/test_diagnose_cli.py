@@ -1,0 +1,158 @@
+"""diagnose: causes and fixes computed from the log's numbers; the CLI's JSON and exit codes."""
+import json
+
+import pytest
+
+from vramguard.cli import main
+from vramguard.logs.diagnose import diagnose
+from vramguard.logs.parser import parse_text
+
+from .conftest import CPU, load_cases
+
+CASES = {c["id"]: c for c in load_cases()}
+
+
+def dx(text):
+    return diagnose(parse_text(text))
+
+
+def flags(d):
+    out = {}
+    for f in d.fixes:
+        out.update(f.flags)
+    return out
+
+
+def test_free_memory_fix_is_the_utilization_that_passes():
+    d = dx("ValueError: Free memory on device cuda:0 (66.69/79.19 GiB) on startup is less than "
+           "desired GPU memory utilization (0.92, 72.85 GiB). Decrease GPU memory utilization "
+           "or reduce GPU memory used by other processes.")
+    assert d.failure == "free_memory_below_request" and d.confidence == "stated"
+    assert "12.5 GiB" in d.cause and "another process" in d.cause
+    u = float(flags(d)["--gpu-memory-utilization"])
+    assert u * 79.19 <= 66.69 and u == 0.83          # passes vLLM's F >= u*T check
+
+
+def test_kv_fit_uses_vllms_estimate_and_offers_fp8_and_utilization():
+    d = dx("ValueError: To serve at least one request with the model's max seq len (131072), "
+           "(16.0 GiB KV cache is needed, which is larger than the available KV cache memory "
+           "(6.57 GiB). Based on the available memory, the estimated maximum model length is "
+           "53776. Try increasing `gpu_memory_utilization`\n"
+           "Free memory on device (78.7/79.19 GiB) on startup. Desired GPU memory utilization is"
+           " (0.3, 23.76 GiB). Actual usage is 15.0 GiB for weight, 1.2 GiB for peak activation,"
+           " 0.5 GiB for non-torch memory, and 0.5 GiB for CUDAGraph memory.")
+    assert d.failure == "kv_below_max_model_len"
+    assert "needs 16 GiB of KV cache" in d.cause and "6.57 GiB was left" in d.cause
+    f = flags(d)
+    assert f["--max-model-len"] in ("53776", "auto")
+    assert any(x.flags.get("--max-model-len") == "53776" for x in d.fixes)
+    assert "--kv-cache-dtype" not in f            # fp8 halves 16 -> 8 GiB: still > 6.57
+    assert f["--gpu-memory-utilization"] == "0.43"  # 0.3 + (16 - 6.57)/79.19 + 0.01, ceil
+
+
+def test_kv_fit_without_estimate_computes_one():
+    d = dx("ValueError: To serve at least one request with the model's max seq len (32768), "
+           "(4.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+           "(3.00 GiB). Try increasing `gpu_memory_utilization`")
+    assert d.numbers["computed_max_model_len"] == 24576
+    assert flags(d)["--kv-cache-dtype"] == "fp8"
+
+
+def test_no_kv_memory_numbers_and_weights_dont_fit():
+    d = dx(CASES["jetson-orin-qwen25vl-7b-awq-u045-fail"]["raw_log_excerpt"])
+    assert d.failure == "no_kv_memory" and d.confidence == "inferred"
+    assert "-0.22 GiB left" in d.cause
+    assert flags(d)["--gpu-memory-utilization"] == "0.50"   # 0.45 + (0.22 + 1)/29.96
+    d = dx("the current vLLM instance can use total_gpu_memory (23.58GiB) x "
+           "gpu_memory_utilization (0.50) = 11.79GiB\n"
+           "model weights take 14.99GiB; non_torch_memory takes 0.35GiB; PyTorch activation peak"
+           " memory takes 1.20GiB; the rest of the memory reserved for KV Cache is -4.75GiB.")
+    assert d.cause.startswith("The weights don't fit")
+
+
+def test_oom_by_phase():
+    loaded = "Model loading took 60.0 GiB memory and 1 s\n"
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a"
+           " total capacity of 79.19 GiB of which 1.00 GiB is free.\n")
+    assert dx(oom).failure == "weights_oom"
+    assert dx(loaded + oom).failure == "profile_run_oom"
+    assert dx(loaded + "Available KV cache memory: 5.0 GiB\nGPU KV cache size: 10 tokens\n"
+              "Capturing CUDA graphs (decode, FULL): 10/67\n" + oom).failure == "cuda_graph_oom"
+    d = dx(loaded + "init engine (profile, create kv cache, warmup model) took 9.00 seconds\n"
+           + oom)
+    assert d.failure == "runtime_oom" and d.phase == "serving"
+    weights = dx(oom)
+    assert flags(weights)["--tensor-parallel-size"] == "2"
+    assert flags(weights)["--cpu-offload-gb"] == "4"       # 4 GiB asked, 1 free: 3 + 1
+
+
+def test_mamba_sampler_distributed_other():
+    assert flags(dx("ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks "
+                    "(468)."))["--max-num-seqs"] == "468"
+    s = dx(CASES["llmdp-v0190-h100-gptoss20b-tp2-u095-sampler-oom"]["raw_log_excerpt"])
+    assert flags(s)["--max-num-seqs"] == "512" and s.numbers["num_requests"] == 1024
+    assert dx("RuntimeError: NCCL error: unhandled cuda error").failure == "distributed"
+    assert dx("RuntimeError: Insufficient space in /dev/shm: 409594 MiB required, 204800 MiB "
+              "free").failure == "other"
+
+
+def test_started_summary_and_notes():
+    d = diagnose(parse_text((CPU / "startup_smallkv.log").read_text()))
+    assert d.status == "started" and d.failure is None
+    assert d.summary["kv_cache_tokens"] == 384 and d.summary["max_concurrency"] == 1.5
+    assert any("Only 1.5 requests" in n for n in d.notes)
+
+
+def test_empty_and_incomplete_say_so():
+    d = dx("hello\nworld\n")
+    assert d.status == "empty" and "No vLLM startup lines" in d.cause
+    d = dx("Model loading took 64.38 GiB memory and 14.380607 seconds")
+    assert d.status == "incomplete" and d.phase == "profiling" and "ends during" in d.cause
+
+
+# ---- the command -------------------------------------------------------------------------
+
+def test_cli_json(capsys):
+    assert main(["diagnose", str(CPU / "startup.log"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("phase", "failure", "cause", "fixes", "extracted", "plan"):
+        assert key in out
+    assert out["extracted"]["kv_cache_tokens"] == 2_097_152 and out["plan"] is None
+    assert "./tiny-llama" in out["plan_note"]
+
+
+def test_cli_text_stdin_and_failure(capsys, monkeypatch, tmp_path):
+    import io
+    import sys
+    text = CASES["llmdp-v0190-h100-kimi-dev-72b-tp4-busy-gpu"]["raw_log_excerpt"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert main(["diagnose", "-", "--no-plan"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("FAILED during the free-memory check")
+    assert "--gpu-memory-utilization 0.76" in out
+
+
+def test_cli_exit_codes(capsys, tmp_path):
+    assert main(["diagnose", str(tmp_path / "missing.log")]) == 2
+    assert "cannot read the log" in capsys.readouterr().err
+    assert main(["diagnose", str(tmp_path)]) == 2
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    assert main(["diagnose", str(empty)]) == 0
+    assert "NOTHING TO DIAGNOSE" in capsys.readouterr().out
+
+
+def test_cli_plan_side_by_side(capsys):
+    """A log naming a catalog model: vramguard's plan for the same settings, side by side."""
+    log = CASES["llmdp-v0190-h100-llama31-8b-tp1"]["raw_log_excerpt"]
+    log = "(APIServer pid=1) INFO vLLM API server version 0.19.0\n" + log
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+        fh.write(log)
+    assert main(["diagnose", fh.name, "--json", "--gpu", "H100-80GB"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    if out["plan"] is None:
+        pytest.skip(f"model not loadable offline here: {out['plan_note']}")
+    rows = {r["what"]: r for r in out["side_by_side"]}
+    assert rows["KV pool GiB"]["log"] == 58.11
+    assert abs(rows["KV pool GiB"]["plan"] - 58.11) < 2.0
