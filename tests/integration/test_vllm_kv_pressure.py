@@ -1,0 +1,151 @@
+"""KV pressure on a real vLLM 0.32 CPU server: 3 KV blocks (one request fits), 8 at once.
+
+The pool: `--num-gpu-blocks-override 3`, block 128, so 2 usable blocks (vLLM keeps a null
+block); a 100-token prompt + 100 generated tokens needs 2 blocks. Several such requests are
+admitted with one block each and are preempted when they grow into their second block.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import vllm_server
+
+pytestmark = pytest.mark.integration
+
+
+def test_startup_log_override(vllm_kv_pressure):
+    text = vllm_kv_pressure.log_path.read_text(errors="replace")
+    assert "Overriding num_gpu_blocks=16384 with num_gpu_blocks_override=3" in text
+    assert ("CPU KV cache size: 384 tokens, Maximum concurrency for 256 tokens per request: "
+            "1.50x") in text
+    from vramguard.logs.parser import parse
+
+    ex = parse(str(vllm_kv_pressure.log_path))
+    assert ex.blocks_override == (16_384, 3)
+    assert ex.kv_cache_tokens == 384
+    assert ex.max_concurrency == pytest.approx(1.5)
+
+
+def _load(url: str, n: int, prompt_tokens: int, max_tokens: int, errors: list) -> list:
+    def one(i: int) -> None:
+        prompt = [16 + (i * 7 + j) % 200 for j in range(prompt_tokens)]
+        try:
+            vllm_server.post_json(url + "/v1/completions", {
+                "model": vllm_server.SERVED_NAME, "prompt": prompt, "max_tokens": max_tokens,
+                "ignore_eos": True, "temperature": 0.0}, timeout_s=120)
+        except Exception as exc:  # collected and asserted on by the test
+            errors.append(repr(exc))
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def test_pressure_metrics_and_alerts(vllm_kv_pressure):
+    from vramguard.monitor.rules import RuleConfig, evaluate
+    from vramguard.monitor.sampler import Sampler
+
+    # NOTE: a generous scrape timeout: on 2 busy cores a scrape can take longer than 0.25 s
+    sampler = Sampler([vllm_kv_pressure.url], interval_s=0.1, timeout_s=5.0, gpus=False)
+    window = [sampler.sample_once()]
+    base = window[0].endpoints[0].to_dict()["num_preemptions_total"]
+    errors: list = []
+    threads = _load(vllm_kv_pressure.url, 8, 100, 100, errors)
+    deadline = time.monotonic() + 120
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        window.append(sampler.sample_once())
+        time.sleep(0.05)
+    for t in threads:
+        t.join(timeout=10)
+    window.append(sampler.sample_once())
+    sampler.close()
+    assert not errors
+    points = [s.endpoints[0].to_dict() for s in window if s.endpoints[0].ok]
+    seen = [(p["kv_cache_usage"], p["num_requests_running"], p["num_requests_waiting"],
+             p["num_preemptions_total"]) for p in points]
+    assert len(points) >= 3, [s.endpoints[0].error for s in window]
+    assert max(p["kv_cache_usage"] for p in points) == pytest.approx(1.0), seen
+    assert points[-1]["num_preemptions_total"] - base > 0
+    assert max(p["num_requests_waiting"] for p in points) > 0
+    fired = set()
+    config = RuleConfig(kv_sustained_s=0.0)
+    for i in range(1, len(window) + 1):
+        fired |= {a.rule for a in evaluate(window[:i], config)}
+    assert {"kv_usage_high", "preemptions_rising"} <= fired
+
+
+def test_stress_finds_the_knee(vllm_kv_pressure):
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramguard", "stress", "--url", vllm_kv_pressure.url,
+         "--concurrency", "1,2,4,8", "--prompt-tokens", "100", "--max-tokens", "60",
+         "--requests-per-level", "8", "--duration-per-level", "60", "--json"],
+        capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    levels = {l["concurrency"]: l for l in data["levels"]}
+    assert all(l["requests_failed"] == 0 for l in levels.values())
+    assert levels[1]["preemptions"] == 0
+    assert levels[8]["preemptions"] > 0 and levels[8]["kv_usage_peak"] == pytest.approx(1.0)
+    assert data["workload_fit_concurrency"] == 1          # (3 - 1) // cdiv(160, 128)
+    assert data["knee_concurrency"] == 1
+    assert data["first_preempting_concurrency"] == 2
+    assert data["server"]["num_gpu_blocks"] == 3
+    assert data["server_max_concurrency"] == pytest.approx(1.5)
+
+
+def test_stress_text_output(vllm_kv_pressure):
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramguard", "stress", "--url", vllm_kv_pressure.url,
+         "--concurrency", "1,8", "--prompt-tokens", "100", "--max-tokens", "60",
+         "--requests-per-level", "8"],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "knee: concurrency 1 runs without preemption; 8 preempts" in proc.stdout
+    assert "KV pool: 3 blocks x 128 tokens" in proc.stdout
+
+
+def test_watch_record_then_report(vllm_kv_pressure, tmp_path):
+    """`watch --record` during real KV pressure, then `report` shows it (HTML + summary)."""
+    import signal
+
+    db, html = tmp_path / "history.sqlite3", tmp_path / "report.html"
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "vramguard", "watch", "--url", vllm_kv_pressure.url, "--no-gpu",
+         "--record", str(db), "--interval", "0.25s", "--timeout", "5s", "--sustain", "0.5s",
+         "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        errors: list = []
+        for _ in range(2):
+            threads = _load(vllm_kv_pressure.url, 8, 100, 100, errors)
+            for t in threads:
+                t.join(timeout=120)
+        time.sleep(2)
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        try:
+            watch.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            watch.kill()
+            watch.wait(timeout=10)
+    assert watch.returncode == 0, watch.stderr.read()
+    assert not errors
+    proc = subprocess.run(
+        [sys.executable, "-m", "vramguard", "report", "--db", str(db), "--since", "1h",
+         "--html", str(html), "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)["summary"]
+    assert summary["peak_kv_usage"] == pytest.approx(1.0)
+    assert summary["total_preemptions"] > 0
+    assert summary["time_above_threshold_s"] > 0
+    assert summary["alerts_by_severity"]
+    page = html.read_text()
+    assert page.count("<svg") == 4            # no GPU chart: recorded with --no-gpu
+    assert "no GPU samples" in page and "preemptions_rising" in page
