@@ -139,7 +139,7 @@ def preemptions_rising(window: Sequence[Sample], *, min_increase: int = 1) -> li
         span = max(points[-1][0] - points[0][0], 1e-9)
         alerts.append(Alert(
             "preemptions_rising", "warning",
-            f"{rise:.0f} preemptions in the last {span:.0f} s ({rise * 60 / span:.1f}/min): "
+            f"{rise:.0f} preemption{'' if round(rise) == 1 else 's'} in the last {span:.0f} s ({rise * 60 / span:.1f}/min): "
             f"the KV cache ran out, so vLLM evicted running requests and will recompute them "
             f"(wasted GPU time, latency spikes). To stop it: "
             f"{capacity_fix(_dtype(window, url, engine))}.",
