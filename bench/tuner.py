@@ -1,0 +1,150 @@
+"""Benchmark: candidate plans per second, in-process (no timing asserts anywhere in tests).
+
+    .venv/bin/python bench/tuner.py [--quick]
+
+1. planner throughput on the kind of candidates the tuner makes (random utilization,
+   max_model_len, max_num_seqs, batched tokens, KV dtype, TP) for a few models, with the
+   memo caches of core/_memo.py off and on;
+2. the tuner end to end: planner runs per second inside `tune()` (its own duplicate-candidate
+   cache cleared per request), with the memo caches off and on.
+
+Each figure is the best of a few repetitions, in CPU time of this process (the machine
+may be shared; wall-clock time would count other processes' load). If the planner does
+not call core/_memo.py yet, `--patch` installs the wrappers in the planner module for the
+measurement only (what the proposed call-site change does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from vramguard.core import _memo, planner                      # noqa: E402
+from vramguard.core.gpu_catalog import lookup_gpu               # noqa: E402
+from vramguard.core.settings import Settings                    # noqa: E402
+from vramguard.core.tuner import GpuTarget, TuneRequest, tune   # noqa: E402
+from vramguard.core.workload import Workload                    # noqa: E402
+from vramguard.errors import UsageError                        # noqa: E402
+from vramguard.sources.resolve import load_model_spec           # noqa: E402
+
+MODELS = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-30B-A3B",
+          "google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct")
+
+
+def planner_uses_memo() -> bool:
+    import inspect
+    return "_memo." in inspect.getsource(planner)
+
+
+def patch_planner() -> None:
+    """Route the planner's per-candidate invariants through core/_memo.py (bench only)."""
+    import types
+
+    from vramguard.core import activation, kv
+    planner.resolve_rules = _memo.resolve_rules
+    planner.weights_per_rank = _memo.weights_per_rank
+    planner.resolve_max_model_len = _memo.resolve_max_model_len
+    planner.kvm = types.SimpleNamespace(**{**vars(kv), "build_layout": _memo.build_layout})
+    planner.act = types.SimpleNamespace(**{**vars(activation),
+                                           "activation_bytes": _memo.activation_bytes})
+
+
+def candidates(n: int, seed: int = 0) -> list[Settings]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        ch = {"gpu_memory_utilization": rng.choice((0.80, 0.85, 0.9, 0.92, 0.95)),
+              "max_model_len": rng.choice((2048, 4096, 6144, 8192, 16384)),
+              "max_num_seqs": rng.choice((1, 8, 16, 64, 128, 256)),
+              "kv_cache_dtype": rng.choice(("auto", "fp8")),
+              "tensor_parallel_size": rng.choice((1, 2, 4))}
+        if rng.random() < 0.3:
+            ch["max_num_batched_tokens"] = rng.choice((512, 1024, 2048, 4096))
+        out.append(Settings(**ch, user_set=frozenset(ch)))
+    return out
+
+
+def best_rate(fn, count: int, reps: int) -> float:
+    best = 0.0
+    for _ in range(reps):
+        t0 = time.process_time()
+        fn()
+        dt = time.process_time() - t0
+        best = max(best, count / dt)
+    return best
+
+
+def bench_planner(specs, gpu, n: int, reps: int) -> dict:
+    cands = candidates(n)
+
+    def run():
+        for spec in specs:
+            for s in cands:
+                try:
+                    planner.plan(spec, s, gpu)
+                except UsageError:      # e.g. a length beyond the model's maximum
+                    pass
+    out = {}
+    for label, on in (("memo off", False), ("memo on", True)):
+        _memo.clear()
+        _memo.set_enabled(on)
+        out[label] = best_rate(run, n * len(specs), reps)
+    _memo.set_enabled(True)
+    return out
+
+
+def bench_tuner(specs, reps: int) -> dict:
+    reqs = []
+    for spec in specs:
+        for gpu, n in (("RTX-3090", 1), ("H100-80GB", 1), ("A100-80GB", 2)):
+            reqs.append(TuneRequest(spec, Settings(), tuple(GpuTarget(lookup_gpu(gpu))
+                                                            for _ in range(n)),
+                                    workload=Workload(800, 2000, 6000), explain=False))
+    out = {}
+    for label, on in (("memo off", False), ("memo on", True)):
+        _memo.clear()
+        _memo.set_enabled(on)
+        best = 0.0
+        for _ in range(reps):
+            runs, t0 = 0, time.process_time()
+            for r in reqs:
+                runs += tune(r).num_evaluated
+            best = max(best, runs / (time.process_time() - t0))
+        out[label] = best
+    _memo.set_enabled(True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer candidates and repetitions")
+    ap.add_argument("--patch", action="store_true",
+                    help="install the memo wrappers in the planner (if it does not use them)")
+    args = ap.parse_args()
+    n, reps = (300, 2) if args.quick else (1500, 3)
+    wired = planner_uses_memo()
+    if args.patch and not wired:
+        patch_planner()
+    print(f"planner calls core/_memo.py: {wired}"
+          + (" (patched in for this run)" if args.patch and not wired else ""))
+    specs = [load_model_spec(m, offline=True) for m in MODELS]
+    gpu = lookup_gpu("H100-80GB")
+    p = bench_planner(specs, gpu, n, reps)
+    print(f"planner.plan, {len(specs)} models x {n} candidates:")
+    for k, v in p.items():
+        print(f"  {k:9} {v:9,.0f} plans/s  ({1e6 / v:6.1f} µs/plan)")
+    t = bench_tuner(specs, reps)
+    print("tune() end to end (planner runs per second inside the search):")
+    for k, v in t.items():
+        print(f"  {k:9} {v:9,.0f} plans/s  ({1e6 / v:6.1f} µs/plan)")
+    print(f"memo: {_memo.stats['misses']:,} terms computed (the rest served from the caches)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""core/_memo.py: memoized planner terms give plans identical to fresh ones.
+
+Plans of many random settings (every field the planner reads, including those the memo
+keys leave out) are made twice: with the caches on (and warm from earlier settings) and
+off. `Plan.to_dict()` must be equal. Runs with the planner's own wiring when it calls
+_memo, and with the wrappers patched into the planner module otherwise, so the memo is
+tested either way."""
+
+from __future__ import annotations
+
+import random
+import types
+from functools import lru_cache
+
+import pytest
+
+from vramguard.core import _memo, planner
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.settings import Settings
+from vramguard.errors import UsageError
+from vramguard.sources.resolve import load_model_spec
+
+MODELS = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "google/gemma-2-9b-it",
+          "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V2-Lite-Chat",
+          "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct", "openai/gpt-oss-20b",
+          "tiiuae/falcon-mamba-7b", "meta-llama/Llama-4-Scout-17B-16E-Instruct")
+GPUS = ("H100-80GB", "A100-40GB", "L4", "T4", "B200", "MI300X")
+VERSIONS = (None, "0.33.0", "0.22.0", "0.11.0", "0.10.1", "0.9.0", "0.8.5", "0.6.3")
+
+
+@lru_cache(maxsize=None)
+def spec(model):
+    return load_model_spec(model, offline=True)
+
+
+@pytest.fixture(params=["as wired", "patched"])
+def wiring(request, monkeypatch):
+    if request.param == "patched":
+        from vramguard.core import activation, kv
+        monkeypatch.setattr(planner, "resolve_rules", _memo.resolve_rules, raising=False)
+        monkeypatch.setattr(planner, "weights_per_rank", _memo.weights_per_rank, raising=False)
+        monkeypatch.setattr(planner, "resolve_max_model_len", _memo.resolve_max_model_len,
+                            raising=False)
+        monkeypatch.setattr(planner, "kvm", types.SimpleNamespace(
+            **{**vars(kv), "build_layout": _memo.build_layout}))
+        monkeypatch.setattr(planner, "act", types.SimpleNamespace(
+            **{**vars(activation), "activation_bytes": _memo.activation_bytes}))
+    _memo.clear()
+    yield request.param
+    _memo.set_enabled(True)
+
+
+def random_settings(rng: random.Random) -> Settings:
+    ch: dict = {}
+    pick = rng.choice
+    if rng.random() < 0.9:
+        ch["gpu_memory_utilization"] = pick((0.5, 0.8, 0.9, 0.92, 0.95))
+    if rng.random() < 0.8:
+        ch["max_model_len"] = pick((512, 2048, 4096, 8192, 32768))
+    for name, values in (("max_num_seqs", (1, 16, 64, 256, 1024)),
+                         ("max_num_batched_tokens", (1024, 2048, 8192, 16384)),
+                         ("tensor_parallel_size", (1, 2, 4)),
+                         ("pipeline_parallel_size", (1, 2)),
+                         ("kv_cache_dtype", ("auto", "fp8", "fp8_e5m2")),
+                         ("quantization", ("fp8", "awq")),
+                         ("dtype", ("auto", "float16", "bfloat16")),
+                         ("enforce_eager", (True,)),
+                         ("block_size", (16, 32)),
+                         ("kv_cache_memory_bytes", (4 << 30, 20 << 30)),
+                         ("num_gpu_blocks_override", (100, 5000)),
+                         ("cpu_offload_gb", (0.0, 4.0)),
+                         ("enable_expert_parallel", (True,)),
+                         ("enable_prefix_caching", (True, False)),
+                         ("enable_chunked_prefill", (True, False)),
+                         ("disable_sliding_window", (True,)),
+                         ("disable_hybrid_kv_cache_manager", (True,)),
+                         ("num_speculative_tokens", (0, 3)),
+                         ("enable_lora", (True,)),
+                         ("max_loras", (1, 4)),
+                         ("max_lora_rank", (8, 64)),
+                         ("data_parallel_size", (1, 2)),
+                         ("swap_space", (0.0, 4.0)),
+                         ("entrypoint", ("serve", "llm"))):
+        if rng.random() < 0.25:
+            ch[name] = pick(values)
+    if ch.get("max_num_batched_tokens") and ch.get("max_num_seqs", 0) > ch["max_num_batched_tokens"]:
+        ch["max_num_seqs"] = ch["max_num_batched_tokens"]
+    return Settings(**ch, user_set=frozenset(ch))
+
+
+def outcome(fn):
+    try:
+        return fn().to_dict()
+    except UsageError as exc:
+        return ("error", exc.line())
+
+
+def test_memoized_plans_equal_fresh_plans(wiring):
+    rng = random.Random(1234)
+    cases = []
+    for _ in range(700):
+        cases.append((rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS),
+                      random_settings(rng), rng.choice((None, None, 30 << 30))))
+    for model, gpu, version, s, free in cases:
+        g = lookup_gpu(gpu)
+        args = (spec(model), s, g)
+        kw = {"vllm_version": version, "free_bytes": free}
+        _memo.set_enabled(True)
+        memo = outcome(lambda: planner.plan(*args, **kw))
+        again = outcome(lambda: planner.plan(*args, **kw))       # a cache hit
+        _memo.set_enabled(False)
+        fresh = outcome(lambda: planner.plan(*args, **kw))
+        assert memo == fresh == again, (model, gpu, version, s)
+    if wiring == "patched" or "_memo." in open(planner.__file__).read():
+        # every `again` plan was served from the caches: fewer computations than lookups
+        assert 0 < _memo.stats["misses"] < 5 * len(cases)
+
+
+def test_spec_identity_not_equality():
+    """Two equal-looking specs never share an entry by id reuse: the slot keeps the spec."""
+    _memo.clear()
+    a = spec("Qwen/Qwen2.5-7B-Instruct")
+    s = Settings()
+    w1 = _memo.weights_per_rank(a, s)
+    import dataclasses
+    b = dataclasses.replace(a, checkpoint=None, num_layers=a.num_layers)
+    assert _memo.weights_per_rank(b, s) == w1          # same facts, computed afresh
+    assert _memo.stats["misses"] == 2
+
+
+def test_tables_are_bounded():
+    _memo.clear()
+    s = Settings()
+    specs = [dataclasses_copy(spec("Qwen/Qwen2.5-7B-Instruct")) for _ in range(_memo.MAX_SPECS + 5)]
+    for sp in specs:
+        _memo.weights_per_rank(sp, s)
+    assert len(_memo._specs) == _memo.MAX_SPECS
+
+
+def dataclasses_copy(x):
+    import dataclasses
+    return dataclasses.replace(x)
