@@ -46,11 +46,11 @@ def _unknown(name: str) -> int:
 
 
 def _dispatch(name: str, argv: list[str]) -> int:
-    import argparse
     import importlib
     module = importlib.import_module(COMMANDS[name][0])
     if hasattr(module, "main"):
         return int(module.main(argv) or 0)
+    import argparse   # NOTE: only here: `main(argv)` commands (plan) skip its import cost
     parser = argparse.ArgumentParser(prog=f"vramguard {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
     args = parser.parse_args(argv)

@@ -71,6 +71,8 @@ class AttentionSpec:
     mla_kv_lora_rank: int | None = None    # MLA latent
     mla_rope_head_dim: int | None = None
     mamba: MambaState | None = None
+    indexer_bytes_per_token: int = 0       # sparse-attention indexer key cache (DeepSeek V3.2 /
+                                           # GLM-5 DSA): fixed bytes (fp8 + scales), any KV dtype
 
     def kv_bytes_per_token(self, tp: int, dtype_bytes: int) -> int:
         """KV bytes one token costs in this layer on one TP rank (0 for MAMBA/NONE).
@@ -83,7 +85,8 @@ class AttentionSpec:
             v_dim = self.v_head_dim if self.v_head_dim is not None else self.head_dim
             return heads * ((self.head_dim or 0) + (v_dim or 0)) * dtype_bytes
         if self.kind == MLA:
-            return ((self.mla_kv_lora_rank or 0) + (self.mla_rope_head_dim or 0)) * dtype_bytes
+            return (((self.mla_kv_lora_rank or 0) + (self.mla_rope_head_dim or 0)) * dtype_bytes
+                    + self.indexer_bytes_per_token)
         return 0
 
 
@@ -221,6 +224,8 @@ class ModelSpec:
     provenance: dict[str, Source] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     source_ref: str | None = None        # path or id it was read from
+    mtp_params: int = 0                  # MTP / next-token-prediction layers in the checkpoint:
+                                         # not loaded unless speculative decoding uses them
 
     # ---- parameter counts -------------------------------------------------------------
     def num_params(self) -> int:

@@ -1,0 +1,376 @@
+"""Decoder families that the generic builder in `layers.py` cannot describe.
+
+MLA (DeepSeek V2/V3, Kimi, GLM-5 DSA), Gated-DeltaNet hybrids (Qwen3-Next, Qwen3.5), Mamba
+hybrids (Jamba, Granite-4, Nemotron-H, Bamba), MiniMax lightning attention, and a few older
+layouts (Qwen-7B remote code, ChatGLM, OPT, Phi-2, BERT-style encoders, DeepSeek V4).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..core.model import FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, LayerParams, LayerSpec, MambaState
+from ._fields import LIMITS
+from .layers import (Arch, Body, attn_params, attention_spec, ffn_params, layer_kinds, mlp_params,
+                     moe_layer_mask, moe_of, moe_params, qk_norm_params, standard_body)
+
+
+# ---- MLA ------------------------------------------------------------------------------------
+def build_mla(a: Arch) -> Body:
+    """DeepSeek-V2/V3 style multi-head latent attention (+ MoE, + the V3.2 / GLM-5 indexer)."""
+    t, h, nh = a.t, a.hidden, a.heads
+    kv_rank = t.int("kv_lora_rank", hi=LIMITS["hidden"])
+    q_rank = t.opt_int("q_lora_rank", hi=LIMITS["hidden"])
+    rope = t.int("qk_rope_head_dim", hi=LIMITS["hidden"])
+    nope = t.int("qk_nope_head_dim", hi=LIMITS["hidden"])
+    v_dim = t.int("v_head_dim", default=nope, hi=LIMITS["hidden"])
+    qk = nope + rope
+    moe = moe_of(a)
+    mask = moe_layer_mask(a, moe)
+    idx_heads = t.opt_int("index_n_heads", hi=LIMITS["heads"])
+    idx_dim = t.opt_int("index_head_dim", hi=LIMITS["hidden"])
+    idx_types = t.list("indexer_types")
+    layers = []
+    for i in range(a.num_layers):
+        p = {"attn_replicated": h * (kv_rank + rope), "norms": 2 * h + kv_rank,
+             "attn_kv": kv_rank * nh * (nope + v_dim), "attn_o": nh * v_dim * h}
+        if q_rank:
+            p["attn_replicated"] += h * q_rank
+            p["attn_q"] = q_rank * nh * qk
+            p["norms"] += q_rank
+        else:
+            p["attn_q"] = h * nh * qk
+        indexer = bool(idx_heads and idx_dim and (idx_types is None or i >= len(idx_types)
+                                                  or str(idx_types[i]) == "full"))
+        if indexer:
+            p["attn_replicated"] += (q_rank or h) * idx_heads * idx_dim + h * idx_dim + h * idx_heads
+            p["norms"] += 2 * idx_dim
+        p.update(ffn_params(a, moe, mask[i]))
+        # NOTE: num_kv_heads stays None: kv_b_proj is split over all heads (spec.num_kv_heads)
+        # NOTE: the indexer's key cache is fp8 + one fp32 scale per 128 values (vLLM
+        # DeepseekV32IndexerCache), whatever the KV cache dtype: 128 + 4 = 132 bytes.
+        att = AttentionSpec(kind=MLA, mla_kv_lora_rank=kv_rank, mla_rope_head_dim=rope,
+                            indexer_bytes_per_token=(idx_dim + idx_dim // 128 * 4) if indexer else 0)
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    if idx_heads and idx_dim:
+        n_idx = sum(l.attention.indexer_bytes_per_token > 0 for l in layers)
+        a.notes.append(f"sparse-attention indexer ({idx_heads} heads x {idx_dim}) on {n_idx} "
+                       f"layer(s) keeps an fp8 key cache of {idx_dim + idx_dim // 128 * 4} bytes "
+                       "per token per layer, included in the KV bytes per token")
+    return standard_body(a, layers, moe, num_kv_heads=nh, head_dim=qk)
+
+
+# ---- Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5) ------------------------------------------
+def build_gdn(a: Arch) -> Body:
+    t, h = a.t, a.hidden
+    if t.list("layer_types") is not None:
+        kinds = layer_kinds(a)
+    else:
+        every = t.int("full_attention_interval", default=4, hi=LIMITS["layers"])
+        kinds = [FULL if (i + 1) % every == 0 else MAMBA for i in range(a.num_layers)]
+    nk = t.int("linear_num_key_heads", hi=LIMITS["heads"])
+    nv = t.int("linear_num_value_heads", hi=LIMITS["heads"])
+    dk = t.int("linear_key_head_dim", hi=LIMITS["hidden"])
+    dv = t.int("linear_value_head_dim", hi=LIMITS["hidden"])
+    k = t.int("linear_conv_kernel_dim", default=4, hi=1024)
+    conv_dim = 2 * nk * dk + nv * dv
+    state = MambaState(kind="gdn", conv_shape=(conv_dim, k - 1), ssm_shape=(nv, dv, dk),
+                       ssm_dtype=t.str("mamba_ssm_dtype"))
+    mixer = (h * (conv_dim + nv * dv + 2 * nv) + conv_dim * k + 2 * nv + dv + nv * dv * h)
+    moe = moe_of(a)
+    mask = moe_layer_mask(a, moe)
+    q_gate = t.bool("attn_output_gate", default=True)
+    layers = []
+    for i, kind in enumerate(kinds):
+        if kind == MAMBA:
+            p = {"mixer": mixer, "norms": 2 * h}
+            att = AttentionSpec(kind=MAMBA, mamba=state)
+        else:
+            p = attn_params(h, a.heads, a.kv_heads, a.head_dim, q_gate=q_gate)
+            p["norms"] = 2 * h + 2 * a.head_dim
+            att = attention_spec(kind, a.kv_heads, a.head_dim, a)
+        p.update(ffn_params(a, moe, mask[i]))
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    return standard_body(a, layers, moe)
+
+
+# ---- Mamba hybrids --------------------------------------------------------------------------
+def mamba2_layer(a: Arch, *, heads: int, head_dim: int, state: int, groups: int, conv: int,
+                 conv_bias: bool = True, ssm_dtype: str | None = None) -> tuple[int, MambaState]:
+    h = a.hidden
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups * state
+    params = (h * (inner + conv_dim + heads) + conv_dim * conv + (conv_dim if conv_bias else 0)
+              + 3 * heads + inner + inner * h)
+    st = MambaState(kind="mamba2", conv_shape=(conv_dim, conv - 1), ssm_shape=(heads, head_dim, state),
+                    ssm_dtype=ssm_dtype)
+    return params, st
+
+
+def build_mamba_hybrid(a: Arch) -> Body:
+    """Jamba (Mamba1), Granite-4 / Bamba / Nemotron-H (Mamba2), with attention and MoE."""
+    t, h, mt, n = a.t, a.hidden, a.model_type, a.num_layers
+    moe = moe_of(a)
+    if mt == "jamba":
+        return _jamba(a, moe)
+    if mt == "nemotron_h":
+        return _nemotron_h(a, moe)
+    kinds = layer_kinds(a) if t.list("layer_types") is not None else [
+        FULL if i in set(t.int_list("attn_layer_indices", lo=0, hi=LIMITS["layers"]) or []) else MAMBA
+        for i in range(n)]
+    heads = t.int("mamba_n_heads", hi=LIMITS["heads"])
+    auto_hd = (t.int("mamba_expand", default=2, hi=64) * h) // heads
+    hd = auto_hd if t.raw("mamba_d_head") == "auto" else t.int(
+        "mamba_d_head", default=auto_hd, hi=LIMITS["hidden"])
+    mixer, st = mamba2_layer(a, heads=heads, head_dim=hd, state=t.int("mamba_d_state", hi=65536),
+                             groups=t.int("mamba_n_groups", default=1, hi=LIMITS["heads"]),
+                             conv=t.int("mamba_d_conv", default=4, hi=1024),
+                             conv_bias=t.bool("mamba_conv_bias", default=True))
+    shared_i = t.opt_int("shared_intermediate_size", lo=0, hi=LIMITS["intermediate"])
+    layers = []
+    for kind in kinds:
+        if kind == MAMBA:
+            p = {"mixer": mixer}
+            att = AttentionSpec(kind=MAMBA, mamba=st)
+        else:
+            p = attn_params(h, a.heads, a.kv_heads, a.head_dim)
+            att = attention_spec(kind, a.kv_heads, a.head_dim, a)
+        p["norms"] = 2 * h
+        if moe is not None:
+            p.update(moe_params(a, moe))
+        elif shared_i or a.intermediate:
+            p["mlp"] = mlp_params(h, shared_i or a.intermediate or 0)
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    return standard_body(a, layers, moe)
+
+
+def _jamba(a: Arch, moe) -> Body:
+    t, h = a.t, a.hidden
+    period = t.int("attn_layer_period", default=8, hi=LIMITS["layers"])
+    offset = t.int("attn_layer_offset", default=4, lo=0, hi=LIMITS["layers"])
+    e_period = t.int("expert_layer_period", default=2, hi=LIMITS["layers"])
+    e_offset = t.int("expert_layer_offset", default=1, lo=0, hi=LIMITS["layers"])
+    inner = t.int("mamba_expand", default=2, hi=64) * h
+    state = t.int("mamba_d_state", default=16, hi=65536)
+    conv = t.int("mamba_d_conv", default=4, hi=1024)
+    raw_rank = t.raw("mamba_dt_rank", "auto")
+    dt_rank = math.ceil(h / 16) if raw_rank == "auto" else t.int("mamba_dt_rank", hi=LIMITS["hidden"])
+    mixer = (h * 2 * inner + inner * conv + inner + inner * (dt_rank + 2 * state)
+             + dt_rank * inner + inner + inner * state + inner + inner * h + dt_rank + 2 * state)
+    st = MambaState(kind="mamba1", conv_shape=(inner, conv - 1), ssm_shape=(inner, state))
+    layers = []
+    for i in range(a.num_layers):
+        if i % period == offset:
+            p = attn_params(h, a.heads, a.kv_heads, a.head_dim)
+            att = attention_spec(FULL, a.kv_heads, a.head_dim, a)
+        else:
+            p = {"mixer": mixer}
+            att = AttentionSpec(kind=MAMBA, mamba=st)
+        p["norms"] = 2 * h
+        p.update(ffn_params(a, moe, i % e_period == e_offset))
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    return standard_body(a, layers, moe)
+
+
+_BLOCK_CHARS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def block_pattern(t) -> str:
+    """Nemotron-H block pattern: hybrid_override_pattern, or layers_block_type as chars."""
+    pattern = t.str("hybrid_override_pattern")
+    if pattern is None:
+        types = t.str_list("layers_block_type") or []
+        pattern = "".join(_BLOCK_CHARS.get(x.lower(), "-") for x in types)
+    return pattern
+
+
+def _nemotron_h(a: Arch, moe) -> Body:
+    """Nemotron-H: one block per pattern char: M mamba2, * attention, - MLP, E MoE."""
+    t, h = a.t, a.hidden
+    pattern = block_pattern(t)
+    if len(pattern) < a.num_layers:
+        raise t.error(f"hybrid_override_pattern has {len(pattern)} blocks for {a.num_layers} layers")
+    heads = t.int("mamba_num_heads", hi=LIMITS["heads"])
+    mixer, st = mamba2_layer(a, heads=heads, head_dim=t.int("mamba_head_dim", hi=LIMITS["hidden"]),
+                             state=t.int("ssm_state_size", hi=65536),
+                             groups=t.int("n_groups", default=1, hi=LIMITS["heads"]),
+                             conv=t.int("conv_kernel", default=4, hi=1024),
+                             conv_bias=t.bool("use_conv_bias", default=True), ssm_dtype="float32")
+    layers = []
+    for ch in pattern[:a.num_layers]:
+        att = AttentionSpec(kind=NONE)
+        if ch == "M":
+            p = {"mixer": mixer}
+            att = AttentionSpec(kind=MAMBA, mamba=st)
+        elif ch == "*":
+            p = attn_params(h, a.heads, a.kv_heads, a.head_dim)
+            att = attention_spec(FULL, a.kv_heads, a.head_dim, a)
+        elif ch == "E" and moe is not None:
+            p = moe_params(a, moe)
+        else:
+            p = {"mlp": mlp_params(h, a.intermediate or 0, gated=False)}
+        p["norms"] = h
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    return standard_body(a, layers, moe)
+
+
+def build_mamba_only(a: Arch) -> Body:
+    """Pure Mamba1 stacks (state-spaces Mamba, Falcon-Mamba): no attention, no KV cache."""
+    t, h = a.t, a.hidden
+    inner = a.intermediate or t.int("expand", default=2, hi=64) * h
+    state = t.int("state_size", default=16, hi=65536)
+    conv = t.int("conv_kernel", default=4, hi=1024)
+    raw_rank = t.raw("time_step_rank", "auto")
+    dt_rank = math.ceil(h / 16) if raw_rank == "auto" else t.int("time_step_rank", hi=LIMITS["hidden"])
+    conv_bias = inner if t.bool("use_conv_bias", default=True) else 0
+    bias = t.bool("use_bias")
+    mixer = (h * 2 * inner + (2 * inner if bias else 0) + inner * conv + conv_bias
+             + inner * (dt_rank + 2 * state) + dt_rank * inner + inner + inner * state + inner
+             + inner * h + (h if bias else 0))
+    st = MambaState(kind="mamba1", conv_shape=(inner, conv - 1), ssm_shape=(inner, state))
+    layers = [LayerSpec(AttentionSpec(kind=MAMBA, mamba=st), LayerParams(mixer=mixer, norms=h))
+              for _ in range(a.num_layers)]
+    return standard_body(a, layers, num_kv_heads=0, head_dim=0)
+
+
+def build_decilm(a: Arch) -> Body:
+    """Nemotron-NAS (DeciLM): per-layer block_configs with pruned attention / FFN widths."""
+    t, h = a.t, a.hidden
+    blocks = t.list("block_configs") or []
+    if len(blocks) < a.num_layers:
+        raise t.error(f"block_configs has {len(blocks)} entries for {a.num_layers} layers")
+    layers = []
+    for i, block in enumerate(blocks[:a.num_layers]):
+        if not isinstance(block, dict):
+            raise t.error(f"block_configs[{i}] is not an object")
+        att_cfg = block.get("attention") if isinstance(block.get("attention"), dict) else {}
+        ffn_cfg = block.get("ffn") if isinstance(block.get("ffn"), dict) else {}
+        p: dict = {"norms": 0}
+        att = AttentionSpec(kind=NONE)
+        if att_cfg.get("replace_with_linear"):
+            p["attn_o"], p["norms"] = h * h, h
+        elif not att_cfg.get("no_op"):
+            group = t.check_int(att_cfg.get("n_heads_in_group"), f"block_configs[{i}].attention."
+                                "n_heads_in_group", 1, LIMITS["heads"])
+            nkv = max(1, a.heads // group)
+            p.update(attn_params(h, a.heads, nkv, a.head_dim))
+            p["norms"] = h
+            att = attention_spec(FULL, nkv, a.head_dim, a)
+        if ffn_cfg.get("replace_with_linear"):
+            p["mlp"], p["norms"] = h * h, p["norms"] + h
+        elif not ffn_cfg.get("no_op"):
+            mult = ffn_cfg.get("ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult < 1000:
+                raise t.error(f"block_configs[{i}].ffn.ffn_mult is {mult!r:.20}")
+            inter = int(2 * mult * h / 3)
+            inter += -inter % 256                          # rounded up to a multiple of 256
+            p["mlp"], p["norms"] = mlp_params(h, inter), p["norms"] + h
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    return standard_body(a, layers)
+
+
+def build_minimax_linear(a: Arch) -> Body:
+    """MiniMax-Text-01: attn_type_list 0 = lightning (linear) attention, 1 = softmax attention."""
+    t, h = a.t, a.hidden
+    types = t.int_list("attn_type_list", lo=0, hi=1) or [1] * a.num_layers
+    moe = moe_of(a)
+    d = a.head_dim
+    lin_state = MambaState(kind="linear_attention", conv_shape=(), ssm_shape=(a.heads, d, d),
+                           ssm_dtype="float32")
+    layers = []
+    for i in range(a.num_layers):
+        if i < len(types) and types[i] == 0:
+            p = {"mixer": h * 4 * a.heads * d + a.heads * d * h + a.heads * d}
+            att = AttentionSpec(kind=MAMBA, mamba=lin_state)
+        else:
+            p = attn_params(h, a.heads, a.kv_heads, d)
+            att = attention_spec(FULL, a.kv_heads, d, a)
+        p["norms"] = 2 * h + qk_norm_params(a.model_type, t, a.heads, a.kv_heads, d)
+        p.update(ffn_params(a, moe, True))
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    return standard_body(a, layers, moe)
+
+
+# ---- older and odd layouts ------------------------------------------------------------------
+def build_simple(a: Arch, *, qkv_bias: bool, o_bias: bool, mlp_bias: bool, gated: bool,
+                 layernorm: bool, norms_per_layer: int = 2, lm_head_bias: bool = False) -> Body:
+    """Uniform full-attention stacks (Qwen-7B, ChatGLM, OPT, Phi-2)."""
+    h = a.hidden
+    nsize = 2 * h if layernorm else h
+    p = attn_params(h, a.heads, a.kv_heads, a.head_dim, qkv_bias=qkv_bias, o_bias=o_bias)
+    p["mlp"] = mlp_params(h, a.intermediate or 0, gated=gated, bias=mlp_bias)
+    p["norms"] = norms_per_layer * nsize
+    att = attention_spec(FULL, a.kv_heads, a.head_dim, a)
+    layers = [LayerSpec(att, LayerParams(**p)) for _ in range(a.num_layers)]
+    return Body(layers=layers, embed=a.vocab * h, final_norm=nsize,
+                lm_head=0 if a.tie else a.vocab * h + (a.vocab if lm_head_bias else 0))
+
+
+def build_opt(a: Arch) -> Body:
+    t, h = a.t, a.hidden
+    body = build_simple(a, qkv_bias=True, o_bias=True, mlp_bias=True, gated=False, layernorm=True)
+    proj = t.opt_int("word_embed_proj_dim", hi=LIMITS["hidden"]) or h
+    max_pos = t.int("max_position_embeddings", default=2048, hi=LIMITS["positions"])
+    body.embed = a.vocab * proj
+    body.extra = (max_pos + 2) * h + (2 * proj * h if proj != h else 0)
+    if not t.bool("do_layer_norm_before", default=True) or proj != h:
+        body.final_norm = 0 if proj != h else body.final_norm
+    if not a.tie:
+        body.lm_head = a.vocab * proj
+    return body
+
+
+def build_encoder(a: Arch) -> Body:
+    """BERT / RoBERTa / XLM-R encoders (embedding models): no KV cache."""
+    t, h = a.t, a.hidden
+    p = attn_params(h, a.heads, a.kv_heads, a.head_dim, qkv_bias=True, o_bias=True)
+    p["mlp"] = mlp_params(h, a.intermediate or 4 * h, gated=False, bias=True)
+    p["norms"] = 4 * h
+    layers = [LayerSpec(AttentionSpec(kind=NONE), LayerParams(**p)) for _ in range(a.num_layers)]
+    max_pos = t.int("max_position_embeddings", default=512, hi=LIMITS["positions"])
+    types = t.int("type_vocab_size", default=2, lo=0, hi=LIMITS["vocab"])
+    pooler = h * h + h if (t.str("model_type") or "").startswith(("xlm-roberta", "roberta", "bert")) else 0
+    return Body(layers=layers, embed=a.vocab * h, extra=(max_pos + types) * h + 2 * h + pooler,
+                encoder_only=True)
+
+
+def build_deepseek_v4(a: Arch) -> Body:
+    """DeepSeek-V4: one shared KV head, grouped low-rank output, KV compressors + indexer.
+
+    Parameters follow the reference layout (wq_a/wq_b, wkv, wo_a (grouped) / wo_b,
+    attention sinks; per compressed layer a compressor with wkv/wgate/ape, doubled for
+    ratio 4; on ratio-4 layers an indexer with its own compressor). Hyper-connection
+    mixing weights (a few hundred thousand per layer) are left out.
+    """
+    t, h, nh = a.t, a.hidden, a.heads
+    q_rank = t.int("q_lora_rank", hi=LIMITS["hidden"])
+    o_rank = t.int("o_lora_rank", default=q_rank, hi=LIMITS["hidden"])
+    d = a.head_dim
+    groups = t.int("o_groups", default=1, hi=LIMITS["heads"])
+    moe = moe_of(a)
+    ratios = t.int_list("compress_ratios", lo=0, hi=1 << 20) or []
+    idx_heads = t.opt_int("index_n_heads", hi=LIMITS["heads"]) or 0
+    idx_dim = t.opt_int("index_head_dim", hi=LIMITS["hidden"]) or 0
+
+    def compressor(ratio: int, dim: int) -> int:
+        width = (2 if ratio == 4 else 1) * dim
+        return 2 * h * width + ratio * width + dim
+
+    layers = []
+    for i in range(a.num_layers):
+        ratio = ratios[i] if i < len(ratios) else 0
+        p = {"attn_replicated": h * q_rank + h * d, "attn_q": q_rank * nh * d + nh,
+             "attn_o": nh * d * o_rank + groups * o_rank * h, "norms": 2 * h + q_rank + d}
+        if ratio:
+            p["attn_replicated"] += compressor(ratio, d)
+        if ratio == 4 and idx_heads and idx_dim:
+            p["attn_replicated"] += (q_rank * idx_heads * idx_dim + h * idx_heads
+                                     + compressor(ratio, idx_dim))
+        p.update(ffn_params(a, moe, True))
+        att = AttentionSpec(kind=SLIDING, num_kv_heads=1, head_dim=d, v_head_dim=0,
+                            sliding_window_tokens=t.opt_int("sliding_window", hi=LIMITS["positions"]))
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    a.notes.append("DeepSeek-V4 compressed sparse attention: KV is modelled as one sliding-window "
+                   "head per layer; vLLM also keeps compressed (1/4, 1/128 of the tokens) latent "
+                   "and indexer caches, not included")
+    return standard_body(a, layers, moe, num_kv_heads=1, head_dim=d)

@@ -1,0 +1,198 @@
+"""Resolve a model reference (path or id) to a ModelSpec, most trusted source first.
+
+1. a local folder: config.json (+ hf_quant_config.json, tokenizer_config.json) and the
+   safetensors headers (or .bin sizes), or a folder holding one .gguf;
+2. a config.json path; 3. a .gguf file;
+4. a Hugging Face id in the local HF cache (see `hfcache.cache_dirs`);
+5. the embedded catalog (ids and aliases, case-insensitive);
+6. the hub through huggingface_hub, unless offline (or HF_HUB_OFFLINE) -- the config is
+   downloaded into the HF cache, safetensors headers are read remotely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+from ..core.model import CheckpointInfo, ModelSpec
+from ..core.provenance import Source
+from ..errors import SourceError
+from . import catalog, hfcache
+from .config import spec_from_config
+
+MAX_CONFIG_BYTES = 64 << 20
+_TOKENIZER_NONE = 10 ** 12          # transformers uses 1e30 for "no limit"
+
+
+def read_json(path: Path, what: str = "config.json") -> dict:
+    """A JSON object from a file, or SourceError (missing, unreadable, malformed, huge)."""
+    where = str(path)
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise SourceError(f"{what} is larger than {MAX_CONFIG_BYTES >> 20} MiB", where=where,
+                              fix=f"Pass the model's real {what}")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SourceError(f"{what} not found", where=where,
+                          fix="Pass a model folder that holds config.json") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read {what} ({exc.strerror or exc})", where=where,
+                          fix="Check the path and its permissions") from None
+    except UnicodeDecodeError:
+        raise SourceError(f"{what} is not UTF-8 text", where=where,
+                          fix=f"Pass the model's real {what}") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise SourceError(f"{what} is not valid JSON ({str(exc)[:100]})", where=where,
+                          fix="Fix or re-download the file") from None
+    if not isinstance(data, dict):
+        raise SourceError(f"{what} is a JSON {type(data).__name__}, not an object", where=where,
+                          fix=f"Pass the model's real {what}")
+    return data
+
+
+def _looks_like_path(ref: str) -> bool:
+    return (ref.startswith((".", "/", "~")) or ref.count("/") > 1
+            or ref.lower().endswith((".json", ".gguf", ".safetensors", ".bin"))
+            or (os.sep != "/" and os.sep in ref))
+
+
+def load_model_spec(ref: str, *, offline: bool = False) -> ModelSpec:
+    """The ModelSpec of a folder, config.json, .gguf, cached/catalog/hub id. SourceError else."""
+    if not isinstance(ref, str) or not ref.strip() or "\x00" in ref:
+        raise SourceError("empty model reference", where="MODEL",
+                          fix="Pass a Hugging Face id, a model folder, config.json or .gguf")
+    ref = ref.strip()
+    try:
+        path = Path(ref).expanduser()
+    except (RuntimeError, ValueError):                       # "~nosuchuser/...", bad unicode
+        path = Path(ref)
+    kind = _kind(path)
+    if kind == "dir":
+        return from_folder(path)
+    if kind == "file":
+        return from_file(path)
+    if _looks_like_path(ref):
+        raise SourceError("no such file or folder", where=ref[:200],
+                          fix="Check the path, or pass a Hugging Face id (org/name)")
+    snap = hfcache.find_snapshot(ref)
+    if snap is not None:
+        return from_folder(snap, name=ref, source_ref=f"hf-cache:{snap}")
+    entry = catalog.get(ref)
+    if entry is not None:
+        spec = spec_from_config(entry.config, name=entry.model_id,
+                                source_ref=f"catalog:{entry.model_id}", origin=Source.CATALOG)
+        if entry.published_params:
+            spec = dataclasses.replace(spec, notes=spec.notes + (
+                f"published parameter count: {entry.published_params}",))
+        return spec
+    from . import hub
+    if offline or hub.offline_by_env():
+        raise hub.not_found(ref, "offline mode is on (--offline or HF_HUB_OFFLINE)")
+    folder, remote = hub.fetch_model(ref)
+    spec = from_folder(folder, name=ref, source_ref=f"hub:{ref}")
+    if spec.checkpoint is None and remote is not None:
+        spec = _with_checkpoint(spec, remote)
+    return spec
+
+
+def _kind(path: Path) -> str | None:
+    """"dir", "file" or None (missing, or a name the OS refuses, e.g. too long)."""
+    try:
+        if path.is_dir():
+            return "dir"
+        return "file" if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def from_file(path: Path) -> ModelSpec:
+    """A config.json (or any .json config) or a .gguf file."""
+    if path.suffix.lower() == ".gguf":
+        from .gguf import spec_from_gguf
+        return spec_from_gguf(path)
+    if path.suffix.lower() == ".json":
+        config = read_json(path)
+        return spec_from_config(config, name=_name_of(config, path.parent), source_ref=str(path))
+    if path.suffix.lower() in (".safetensors", ".bin", ".pt", ".pth"):
+        return from_folder(path.parent)
+    raise SourceError(f"unsupported file type {path.suffix or '(none)'}", where=str(path),
+                      fix="Pass a model folder, config.json or .gguf file")
+
+
+def _name_of(config: dict, folder: Path) -> str:
+    name = config.get("_name_or_path")
+    if isinstance(name, str) and name and not name.startswith(("/", ".")):
+        return name
+    return folder.name or str(folder)
+
+
+def from_folder(folder: Path, *, name: str | None = None, source_ref: str | None = None) -> ModelSpec:
+    """A model folder: config.json + checkpoint headers, or a single .gguf."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError as exc:
+        raise SourceError(f"cannot read folder ({exc.strerror or exc})", where=str(folder),
+                          fix="Check the path and its permissions") from None
+    if "config.json" not in names:
+        ggufs = sorted(n for n in names if n.endswith(".gguf") and not n.startswith("mmproj"))
+        if ggufs:
+            from .gguf import spec_from_gguf
+            spec = spec_from_gguf(folder / ggufs[0])
+            if len(ggufs) > 1:
+                spec = dataclasses.replace(spec, notes=spec.notes + (
+                    f"the folder holds {len(ggufs)} .gguf files; read {ggufs[0]} (pass a file "
+                    "path to choose another)",))
+            return spec
+        raise SourceError("folder has no config.json", where=str(folder),
+                          fix="Pass the folder that holds config.json (a snapshot folder), "
+                              "or a .gguf file")
+    config = read_json(folder / "config.json")
+    if "hf_quant_config.json" in names and "quantization_config" not in config:
+        config = dict(config, quantization_config=read_json(folder / "hf_quant_config.json",
+                                                            "hf_quant_config.json"))
+    spec = spec_from_config(config, name=name or _name_of(config, folder),
+                            source_ref=source_ref or str(folder))
+    tok = _tokenizer_max_length(folder, names)
+    if tok is not None:
+        spec = dataclasses.replace(spec, tokenizer_max_length=tok,
+                                   provenance={**spec.provenance, "tokenizer_max_length": Source.CONFIG})
+    from .safetensors import MissingShards
+    try:
+        checkpoint = _checkpoint(folder, names)
+    except MissingShards as exc:
+        # NOTE: a partial download still has a usable config: say so instead of failing.
+        return dataclasses.replace(spec, notes=spec.notes + (
+            f"checkpoint incomplete ({exc.what}): sizes are derived from config.json",))
+    return _with_checkpoint(spec, checkpoint) if checkpoint else spec
+
+
+def _tokenizer_max_length(folder: Path, names: set[str]) -> int | None:
+    if "tokenizer_config.json" not in names:
+        return None
+    try:
+        value = read_json(folder / "tokenizer_config.json", "tokenizer_config.json") \
+            .get("model_max_length")
+    except SourceError:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < _TOKENIZER_NONE:
+        return int(value)
+    return None
+
+
+def _checkpoint(folder: Path, names: set[str]) -> CheckpointInfo | None:
+    if any(n.endswith(".safetensors") for n in names) or "model.safetensors.index.json" in names:
+        from .safetensors import read_checkpoint
+        return read_checkpoint(folder)
+    if any(n.endswith((".bin", ".pt", ".pth")) for n in names):
+        from .torchbin import read_checkpoint as read_bin
+        return read_bin(folder)
+    return None
+
+
+def _with_checkpoint(spec: ModelSpec, checkpoint: CheckpointInfo) -> ModelSpec:
+    return dataclasses.replace(spec, checkpoint=checkpoint,
+                               provenance={**spec.provenance, "checkpoint": Source.CHECKPOINT})

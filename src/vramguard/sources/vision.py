@@ -1,0 +1,140 @@
+"""Parameter counts of vision (and audio) towers and their projectors, from a config.
+
+Exact block formulas for the towers vLLM serves most (Qwen2-VL / Qwen2.5-VL / Qwen3-VL,
+SigLIP (Gemma 3), Pixtral (Mistral 3), MoonViT (Kimi-VL), Llama 4, InternViT); other towers
+are estimated as a plain ViT (attention 4h^2 + MLP 2*h*i + norms) plus a linear projector.
+Published multimodal totals are matched within about 1-2% (vision towers are small next to
+the language model; the tests check the totals).
+"""
+
+from __future__ import annotations
+
+from ..core.model import VisionSpec
+from ._fields import LIMITS, Fields
+
+_NESTED = ("vision_config", "vision_tower_config", "visual")
+_AUDIO = ("audio_config",)
+
+
+def _vit_block(h: int, i: int, *, gated: bool = False, bias: bool = True, ln: bool = True) -> int:
+    attn = 4 * h * h + (4 * h if bias else 0)
+    mlp = (3 * h * i + (2 * i + h if bias else 0)) if gated else (2 * h * i + (i + h if bias else 0))
+    return attn + mlp + (4 * h if ln else 2 * h)
+
+
+def vision_from_config(top: Fields, text_hidden: int, notes: list[str]) -> VisionSpec | None:
+    """The vision/audio tower of a multimodal config, or None for a text-only model."""
+    v = None
+    for key in _NESTED:
+        if isinstance(top.data.get(key), dict):
+            v = top.sub(key)
+            break
+    audio = next((top.sub(k) for k in _AUDIO if isinstance(top.data.get(k), dict)), None)
+    if v is None and audio is None:
+        return None
+    total, hidden, layers, image, patch = 0, None, None, None, None
+    if v is not None:
+        total, hidden, layers = _vision_params(top, v, text_hidden, notes)
+        image = v.opt_int("image_size", hi=LIMITS["positions"])
+        patch = v.opt_int("patch_size", hi=LIMITS["positions"])
+    if audio is not None:
+        total += _audio_tower(audio, text_hidden)
+        notes.append("audio tower parameters estimated from its size (+/- 10%)")
+    return VisionSpec(num_params=total, hidden_size=hidden, num_layers=layers, image_size=image,
+                      patch_size=patch)
+
+
+def _dims(v: Fields) -> tuple[int, int, int]:
+    hit = v.first_int(("hidden_size", "embed_dim", "vt_hidden_size", "width"), hi=LIMITS["hidden"])
+    h = hit[1] if hit else None
+    if not h:
+        raise v.error("vision_config without hidden_size")
+    n = v.first_int(("depth", "num_hidden_layers", "num_layers", "vt_num_hidden_layers", "layers"),
+                    hi=LIMITS["layers"])
+    if not n:
+        raise v.error("vision_config without depth / num_hidden_layers")
+    i_hit = v.first_int(("intermediate_size", "vt_intermediate_size", "mlp_dim"),
+                        hi=LIMITS["intermediate"])
+    i = i_hit[1] if i_hit else 4 * h
+    return h, n[1], i
+
+
+def _vision_params(top: Fields, v: Fields, text_h: int, notes: list[str]) -> tuple[int, int, int]:
+    mt = (top.str("model_type") or "").lower()
+    vt = (v.str("model_type") or "").lower()
+    p = v.opt_int("patch_size", hi=4096) or v.opt_int("spatial_patch_size", hi=4096) or 14
+    if mt in ("qwen2_vl",) and v.has("embed_dim"):
+        e = v.int("embed_dim", hi=LIMITS["hidden"])
+        n = v.int("depth", hi=LIMITS["layers"])
+        i = int(e * (v.float("mlp_ratio", 4.0) or 4.0))
+        out = v.int("hidden_size", default=text_h, hi=LIMITS["hidden"])
+        m = e * 4
+        total = 3 * 2 * p * p * e + n * _vit_block(e, i) + 2 * e + m * m + m + m * out + out
+        return total, e, n
+    h, n, i = _dims(v)
+    if mt in ("qwen2_5_vl",) or v.has("fullatt_block_indexes"):
+        out = v.int("out_hidden_size", default=text_h, hi=LIMITS["hidden"])
+        t = v.int("temporal_patch_size", default=2, hi=64)
+        m = h * v.int("spatial_merge_size", default=2, hi=64) ** 2
+        block = 2 * h + 4 * h * h + 4 * h + 3 * h * i + 2 * i + h
+        return 3 * t * p * p * h + n * block + h + m * m + m + m * out + out, h, n
+    if v.has("num_position_embeddings") or mt.startswith(("qwen3_vl", "qwen3_5", "qwen3_omni")):
+        out = v.int("out_hidden_size", default=text_h, hi=LIMITS["hidden"])
+        t = v.int("temporal_patch_size", default=2, hi=64)
+        m = h * v.int("spatial_merge_size", default=2, hi=64) ** 2
+        pos = v.int("num_position_embeddings", default=2304, hi=LIMITS["positions"])
+        merger = m * m + m + m * out + out
+        deep = len(v.list("deepstack_visual_indexes") or [])
+        total = (3 * t * p * p * h + h + pos * h + n * _vit_block(h, i) + 2 * h + merger
+                 + deep * (2 * m + merger))
+        return total, h, n
+    if vt.startswith("siglip") or mt in ("gemma3", "paligemma"):
+        img = v.int("image_size", default=224, hi=LIMITS["positions"])
+        total = 3 * p * p * h + h + (img // p) ** 2 * h + n * _vit_block(h, i) + 2 * h
+        return total + h * text_h + h, h, n                      # Gemma 3 projector + norm
+    if vt == "pixtral" or mt == "mistral3":
+        merge = top.opt_int("spatial_merge_size", hi=64) or 2
+        total = 3 * p * p * h + h + n * _vit_block(h, i, gated=True, bias=False, ln=False)
+        return total + h + h * merge * merge * h + h * text_h + text_h * text_h, h, n
+    if vt == "moonvit" or mt.startswith("kimi"):
+        total = 3 * p * p * h + h + 64 * 64 * h + n * _vit_block(h, i) + 2 * h
+        m = 4 * h
+        return total + 2 * h + m * m + m + m * text_h + text_h, h, n
+    if vt.startswith("llama4") or mt == "llama4":
+        img = v.int("image_size", default=336, hi=LIMITS["positions"])
+        pin = v.int("projector_input_dim", default=4096, hi=LIMITS["hidden"])
+        pout = v.int("projector_output_dim", default=4096, hi=LIMITS["hidden"])
+        vout = v.int("vision_output_dim", default=pout, hi=LIMITS["hidden"])
+        ratio = v.float("pixel_shuffle_ratio", 0.5) or 0.5
+        shuffled = int(h / (ratio * ratio))
+        total = (3 * p * p * h + h + ((img // p) ** 2 + 1) * h + 4 * h + n * _vit_block(h, i)
+                 + shuffled * pin + pin * pout)
+        return total + vout * text_h, h, n
+    if vt.startswith("gemma4") or vt.startswith("gemma3n"):
+        # NOTE: Gemma 4 vision (transformers Gemma4Vision*): linear patch projection, a 2 x N
+        # position table, q/k/v/o without bias + q/k norms, gated MLP, four RMS norms.
+        heads = v.int("num_attention_heads", default=max(1, h // 64), hi=LIMITS["heads"])
+        hd = v.int("head_dim", default=h // heads, hi=LIMITS["hidden"])
+        pos = v.int("position_embedding_size", default=10240, hi=LIMITS["positions"])
+        block = 4 * h * heads * hd + 3 * h * i + 4 * h + 2 * hd
+        return 3 * p * p * h + 2 * pos * h + n * block + h * text_h + h, h, n
+    if mt.startswith("internvl") or vt.startswith("intern_vit"):
+        img = v.int("image_size", default=448, hi=LIMITS["positions"])
+        qk_norm = v.bool("qk_normalization", default=h >= 3200)
+        block = _vit_block(h, i, bias=v.bool("qkv_bias", default=h < 3200), ln=False)
+        block += 2 * h + (2 * h if qk_norm else 0) + 2 * h      # 2 norms, q/k norms, layer scales
+        ratio = top.float("downsample_ratio", 0.5) or 0.5
+        m = int(h / (ratio * ratio))
+        total = 3 * p * p * h + h + h + ((img // p) ** 2 + 1) * h + n * block
+        return total + 2 * m + m * text_h + text_h + text_h * text_h + text_h, h, n
+    notes.append(f"vision tower ({vt or 'unknown'}) estimated as a plain ViT (+/- 5%)")
+    return 3 * p * p * h + h + n * _vit_block(h, i) + 2 * h + h * text_h, h, n
+
+
+def _audio_tower(a: Fields, text_h: int) -> int:
+    h, n, i = _dims(a)
+    if "gemma" in (a.str("model_type") or "") or a.has("conv_kernel_size"):
+        # NOTE: conformer blocks: two macaron FFNs (2 x 8h^2), attention + relative keys
+        # (5h^2), light conv (3h^2): about 24h^2 per block.
+        return n * 24 * h * h + h * text_h
+    return n * _vit_block(h, i) + 2 * h + h * text_h

@@ -1,0 +1,126 @@
+"""Mamba / linear-attention hybrids, pure Mamba, DeciLM, MTP, and catalog-era architectures."""
+from vramguard.core.model import FULL, MAMBA, NONE, SLIDING
+from vramguard.sources.config import spec_from_config
+
+JAMBA = {"model_type": "jamba", "architectures": ["JambaForCausalLM"], "hidden_size": 4096,
+         "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+         "num_key_value_heads": 8, "vocab_size": 65536, "num_experts": 16,
+         "num_experts_per_tok": 2, "attn_layer_period": 8, "attn_layer_offset": 4,
+         "expert_layer_period": 2, "expert_layer_offset": 1, "mamba_d_state": 16,
+         "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 256, "mamba_conv_bias": True,
+         "mamba_proj_bias": False, "tie_word_embeddings": False,
+         "max_position_embeddings": 262144, "torch_dtype": "bfloat16"}
+
+
+def test_jamba_matches_published_52b():
+    s = spec_from_config(JAMBA, name="ai21labs/Jamba-v0.1")
+    assert abs(s.num_params() - 51.6e9) / 51.6e9 < 0.005          # model card: 51.6B
+    assert abs(s.num_active_params() - 12e9) / 12e9 < 0.02         # "12B active"
+    kinds = [l.attention.kind for l in s.layers]
+    assert kinds.count(FULL) == 4 and kinds[4] == FULL and kinds[0] == MAMBA
+    state = s.layers[0].attention.mamba
+    assert state.kind == "mamba1" and state.conv_shape == (8192, 3) and state.ssm_shape == (8192, 16)
+    assert s.kv_bytes_per_token() == 4 * 8 * 128 * 2 * 2
+    assert s.is_hybrid
+
+
+def test_granite4_hybrid_by_hand():
+    h, heads, hd, st, g, k = 256, 8, 64, 16, 1, 4
+    cfg = {"model_type": "granitemoehybrid", "hidden_size": h, "num_hidden_layers": 4,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+           "intermediate_size": 128, "shared_intermediate_size": 512, "num_local_experts": 0,
+           "layer_types": ["mamba", "mamba", "mamba", "attention"], "mamba_n_heads": heads,
+           "mamba_d_head": hd, "mamba_d_state": st, "mamba_n_groups": g, "mamba_d_conv": k,
+           "tie_word_embeddings": True, "torch_dtype": "bfloat16"}
+    s = spec_from_config(cfg, name="granite4")
+    inner, conv_dim = heads * hd, heads * hd + 2 * g * st
+    mixer = h * (inner + conv_dim + heads) + conv_dim * k + conv_dim + 3 * heads + inner + inner * h
+    assert s.layers[0].params.mixer == mixer
+    assert s.layers[0].params.mlp == 3 * h * 512                   # shared MLP
+    assert [l.attention.kind for l in s.layers] == [MAMBA] * 3 + [FULL]
+    m = s.layers[0].attention.mamba
+    assert m.kind == "mamba2" and m.conv_shape == (conv_dim, 3) and m.ssm_shape == (heads, hd, st)
+    assert s.lm_head_params == 0
+
+
+def test_nemotron_h_pattern_and_fp32_state(config):
+    s = spec_from_config(config("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), name="n")
+    assert len(s.layers) == 52
+    assert abs(s.num_params() - 31.6e9) / 31.6e9 < 0.005           # model card: 31.6B
+    kinds = [l.attention.kind for l in s.layers]
+    assert kinds[:3] == [MAMBA, NONE, MAMBA] and kinds.count(FULL) == 6
+    assert s.layers[0].attention.mamba.ssm_dtype == "float32"
+
+
+def test_nemotron_h_layers_block_type_list(config):
+    s = spec_from_config(config("nvidia__Nemotron-H-56B-Base-8K"), name="n")
+    assert s.is_hybrid and abs(s.num_params() - 56e9) / 56e9 < 0.01
+
+
+def test_falcon_mamba_is_attention_free(config):
+    s = spec_from_config(config("tiiuae__falcon-mamba-7b"), name="f")
+    assert s.attention_kinds() == {MAMBA} and s.kv_bytes_per_token() == 0
+    assert abs(s.num_params() - 7.27e9) / 7.27e9 < 0.005           # model card: 7.27B
+
+
+def test_decilm_nemotron_super(config):
+    s = spec_from_config(config("nvidia__Llama-3_3-Nemotron-Super-49B-v1"), name="n")
+    assert abs(s.num_params() - 49.9e9) / 49.9e9 < 0.005           # model card: 49.9B
+    assert NONE in s.attention_kinds()                            # some attention blocks pruned
+
+
+def test_mimo_v2_sliding_heads_and_moe_flags(config):
+    s = spec_from_config(config("XiaomiMiMo__MiMo-V2-Flash"), name="m")
+    full, swa = s.layers[0].attention, s.layers[1].attention
+    assert (full.kind, full.num_kv_heads, full.head_dim, full.v_head_dim) == (FULL, 4, 192, 128)
+    assert (swa.kind, swa.num_kv_heads, swa.sliding_window_tokens) == (SLIDING, 8, 128)
+    assert s.layers[0].params.experts == 0 and s.layers[1].params.experts > 0
+    assert abs(s.num_params() - 309e9) / 309e9 < 0.005             # model card: 309B total
+
+
+def test_mtp_params_explain_published_totals(config):
+    glm = spec_from_config(config("zai-org__GLM-4.7-Flash"), name="g")
+    assert abs(glm.num_params() + glm.mtp_params - 31.22e9) / 31.22e9 < 0.005
+    ds = spec_from_config(config("deepseek-ai__DeepSeek-V3"), name="d")
+    assert abs(ds.num_params() + ds.mtp_params - 685e9) / 685e9 < 0.005   # HF lists 685B
+    assert spec_from_config(config("meta-llama__Llama-3.1-8B-Instruct"), name="l").mtp_params == 0
+
+
+def test_kimi_k25_vision_aliases(config):
+    s = spec_from_config(config("moonshotai__Kimi-K2.5"), name="k")
+    assert s.uses_mla and s.vision is not None and s.vision.num_params > 0.3e9
+
+
+def test_gpt2_learned_positions(config):
+    s = spec_from_config(config("openai-community__gpt2"), name="g")
+    assert s.num_params() == 124_439_808 and s.tie_word_embeddings
+
+
+def test_deepseek_v4_flash_total(config):
+    s = spec_from_config(config("deepseek-ai__DeepSeek-V4-Flash"), name="v4")
+    assert abs(s.num_params() - 284e9) / 284e9 < 0.005           # model card: 284B total
+    assert any("DeepSeek-V4" in n for n in s.notes)
+
+
+def test_bamba_auto_head_dim_and_attn_indices():
+    cfg = {"model_type": "bamba", "hidden_size": 256, "num_hidden_layers": 4,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+           "intermediate_size": 512, "attn_layer_indices": [2], "mamba_n_heads": 8,
+           "mamba_d_head": "auto", "mamba_expand": 2, "mamba_d_state": 16, "mamba_n_groups": 1,
+           "mamba_d_conv": 4}
+    s = spec_from_config(cfg, name="bamba")
+    assert [l.attention.kind for l in s.layers] == [MAMBA, MAMBA, FULL, MAMBA]
+    assert s.layers[0].attention.mamba.ssm_shape == (8, 64, 16)
+
+
+def test_qwen2_moe_shared_expert_and_gate():
+    cfg = {"model_type": "qwen2_moe", "architectures": ["Qwen2MoeForCausalLM"], "hidden_size": 2048,
+           "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
+           "intermediate_size": 5632, "moe_intermediate_size": 1408, "num_experts": 60,
+           "num_experts_per_tok": 4, "shared_expert_intermediate_size": 5632,
+           "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    s = spec_from_config(cfg, name="Qwen/Qwen1.5-MoE-A2.7B")
+    assert abs(s.num_params() - 14.3e9) / 14.3e9 < 0.005          # model card: 14.3B
+    assert abs(s.num_active_params() - 2.7e9) / 2.7e9 < 0.01       # "A2.7B"
+    p = s.layers[0].params
+    assert p.shared_experts == 3 * 2048 * 5632 and p.router == 2048 * 60 + 2048
