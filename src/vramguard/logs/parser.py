@@ -127,7 +127,7 @@ class LogParser:
     def _feed(self, line: str) -> bool:
         self._seq += 1
         if self._pending is None:       # NOTE: the hot paths of a serving log
-            if "Running:" in line and "reqs" in line:
+            if _is_stats(line):
                 self._stats(line)
                 self._recognized_total += 1
                 return False
@@ -162,7 +162,7 @@ class LogParser:
     def _handle(self, msg: str) -> None:
         self._touched = False
         self._line_errors = len(self.errors)
-        if "reqs" in msg and "Running:" in msg:
+        if _is_stats(msg):
             self._stats(msg)
         else:
             for anchors, handler in _HANDLERS:
@@ -588,6 +588,12 @@ def _engine_from_version(version: str | None) -> str | None:
     if v is None:
         return None
     return "v1" if v >= (0, 11, 0) else "v0" if v < (0, 7, 0) else None
+
+
+def _is_stats(line: str) -> bool:
+    """A periodic stats line. NOTE: every format (v0, v1, CPU) says "KV cache usage";
+    requiring the reader's anchor keeps the fast path and the every-line path in agreement."""
+    return "Running:" in line and "KV cache" in line and "reqs" in line
 
 
 # substring(s) -> handler. A line goes to every handler whose substring it contains.
