@@ -1,0 +1,193 @@
+"""vLLM's command-line flags, as data: which ones set memory-relevant Settings (and how their
+values parse), their aliases, and the vLLM flags vramguard accepts and ignores.
+
+Read from vLLM's `vllm/engine/arg_utils.py` and the OpenAI server's CLI args across releases
+0.4 to 0.33 (flags that exist in any of them are accepted). Used by `sources.vllm_args`.
+"""
+
+from __future__ import annotations
+
+POS_INT, HUMAN_INT, FLOAT_FRAC, FLOAT_NONNEG, CHOICE, STR, BOOL, TRIBOOL, JSON, MAXLEN = (
+    "pos_int", "human_int", "frac", "float>=0", "choice", "str", "bool", "tribool", "json",
+    "max_model_len")
+
+DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "fp8", "fp8_e4m3",
+                   "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4", "int8")
+# Quantization methods across vLLM versions; an unlisted method is accepted with a note
+# (plugins register their own), only the shape of the value is checked.
+QUANT_METHODS = (
+    "aqlm", "awq", "awq_marlin", "auto_awq", "auto_gptq", "bitblas", "bitsandbytes",
+    "compressed-tensors", "cpu_awq", "deepseek_v4_fp8", "deepspeedfp", "experts_int8",
+    "fbgemm_fp8", "fp8", "fp8_per_block", "fp8_per_channel", "fp8_per_tensor", "fp_quant",
+    "gguf", "gptq", "gptq_bitblas", "gptq_marlin", "gptq_marlin_24", "gpt_oss_mxfp4", "hqq",
+    "humming", "inc", "int8_per_channel_weight_only", "ipex", "marlin", "modelopt",
+    "modelopt_fp4", "modelopt_mixed", "modelopt_mxfp8", "moe_wna16", "mxfp4", "mxfp8",
+    "neuron_quant", "nvfp4_per_token", "online", "petit_nvfp4", "ptpc_fp8", "qqq", "quark",
+    "rtn", "squeezellm", "torchao", "tpu_int8", "fp6", "eetq", "deepgemm")
+
+
+class Flag:
+    """One memory flag: the Settings field it sets, how its value parses, its range."""
+
+    __slots__ = ("field", "kind", "lo", "hi", "choices")
+
+    def __init__(self, field: str, kind: str, lo: float | None = None, hi: float | None = None,
+                 choices: tuple[str, ...] = ()):
+        self.field = field          # Settings field ("" for --config, handled apart)
+        self.kind = kind
+        self.lo = lo                # inclusive lower bound
+        self.hi = hi                # inclusive upper bound
+        self.choices = choices
+
+    def __repr__(self) -> str:
+        return f"Flag({self.field!r}, {self.kind!r})"
+
+
+# Long names with dashes (underscores are folded to dashes before lookup).
+FLAGS: dict[str, Flag] = {
+    "--tensor-parallel-size": Flag("tensor_parallel_size", POS_INT, 1, 4096),
+    "--pipeline-parallel-size": Flag("pipeline_parallel_size", POS_INT, 1, 4096),
+    "--data-parallel-size": Flag("data_parallel_size", POS_INT, 1, 65536),
+    "--gpu-memory-utilization": Flag("gpu_memory_utilization", FLOAT_FRAC, 0, 1),
+    "--max-model-len": Flag("max_model_len", MAXLEN, 1),
+    "--max-num-seqs": Flag("max_num_seqs", POS_INT, 1),
+    "--max-num-batched-tokens": Flag("max_num_batched_tokens", HUMAN_INT, 1),
+    "--dtype": Flag("dtype", CHOICE, choices=DTYPES),
+    "--quantization": Flag("quantization", STR),
+    "--kv-cache-dtype": Flag("kv_cache_dtype", CHOICE, choices=KV_CACHE_DTYPES),
+    "--block-size": Flag("block_size", POS_INT, 1, 65536),
+    "--enforce-eager": Flag("enforce_eager", BOOL),
+    "--kv-cache-memory-bytes": Flag("kv_cache_memory_bytes", HUMAN_INT, 1),
+    "--num-gpu-blocks-override": Flag("num_gpu_blocks_override", POS_INT, 1),
+    "--cpu-offload-gb": Flag("cpu_offload_gb", FLOAT_NONNEG, 0),
+    "--swap-space": Flag("swap_space", FLOAT_NONNEG, 0),
+    "--enable-chunked-prefill": Flag("enable_chunked_prefill", TRIBOOL),
+    "--enable-prefix-caching": Flag("enable_prefix_caching", TRIBOOL),
+    "--enable-expert-parallel": Flag("enable_expert_parallel", BOOL),
+    "--enable-lora": Flag("enable_lora", BOOL),
+    "--max-loras": Flag("max_loras", POS_INT, 1),
+    "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
+    "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
+    "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
+    "--speculative-config": Flag("num_speculative_tokens", JSON),
+    "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0),  # vLLM <= 0.9
+    "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0),   # recent shorthand
+    "--model": Flag("model", STR),
+    "--config": Flag("", STR),
+}
+ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
+           "-dp": "--data-parallel-size", "-q": "--quantization"}
+# vLLM flags before BooleanOptionalAction had a --disable- twin of these (<= 0.9)
+NEGATIONS = {"--disable-prefix-caching": "--enable-prefix-caching",
+             "--disable-chunked-prefill": "--enable-chunked-prefill"}
+
+# vLLM flags that do not change startup memory: accepted and ignored. Value-taking ones
+# (from vLLM's engine and OpenAI-server args, 0.4 -> 0.33; removed flags stay accepted):
+IGNORED_VALUE = frozenset("""
+--host --port --uds --uvicorn-log-level --allowed-origins --allowed-methods --allowed-headers
+--api-key --lora-modules --prompt-adapters --chat-template --chat-template-content-format
+--response-role --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --ssl-ciphers
+--root-path --middleware --tool-call-parser --tool-parser-plugin --tool-server
+--log-config-file --max-log-len --served-model-name --tokenizer --hf-config-path --runner
+--convert --task --tokenizer-mode --seed --allowed-local-media-path --allowed-media-domains
+--revision --code-revision --tokenizer-revision --max-logprobs --logprobs-mode
+--config-format --hf-token --pooler-config --override-pooler-config
+--logits-processor-pattern --generation-config --override-generation-config --model-impl
+--override-attention-dtype --logits-processors --io-processor-plugin --load-format
+--download-dir --safetensors-load-strategy --safetensors-prefetch-block-size
+--safetensors-prefetch-num-threads --model-loader-extra-config --ignore-patterns
+--pt-load-map-location --reasoning-parser --reasoning-parser-plugin --reasoning-config
+--guided-decoding-backend --distributed-executor-backend --data-parallel-rank
+--data-parallel-start-rank --data-parallel-size-local --data-parallel-address
+--data-parallel-rpc-port --data-parallel-backend --data-parallel-supervisor-port
+--all2all-backend --dbo-decode-token-threshold --dbo-prefill-token-threshold --eplb-config
+--expert-placement-strategy --num-redundant-experts --eplb-window-size --eplb-step-interval
+--max-parallel-loading-workers --worker-cls --worker-extension-cls --prefix-caching-hash-algo
+--media-io-kwargs --mm-processor-kwargs --mm-processor-cache-gb --mm-processor-cache-type
+--mm-shm-cache-max-object-size-mb --mm-encoder-tp-mode --mm-encoder-attn-backend
+--mm-encoder-attn-dtype --video-pruning-rate --lora-dtype --default-mm-loras
+--lora-target-modules --show-hidden-metrics-for-version --otlp-traces-endpoint
+--collect-detailed-traces --max-num-partial-prefills --max-long-partial-prefills
+--long-prefill-token-threshold --num-lookahead-slots --scheduling-policy --scheduler-cls
+--kv-transfer-config --kv-events-config --ec-transfer-config --weight-transfer-config
+--additional-config --structured-outputs-config --device --device-ids --preemption-mode
+--scheduler-delay-factor --tokenizer-pool-size --tokenizer-pool-type
+--tokenizer-pool-extra-config --num-scheduler-steps --max-prompt-adapters
+--max-prompt-adapter-token --qlora-adapter-name-or-path --spec-decoding-acceptance-method
+--typical-acceptance-sampler-posterior-threshold --typical-acceptance-sampler-posterior-alpha
+--speculative-draft-tensor-parallel-size --speculative-disable-by-batch-size
+--api-server-count --attention-backend --profiler-config --h11-max-incomplete-event-size
+--h11-max-header-count --default-chat-template-kwargs --disable-access-log-for-endpoints
+--distributed-timeout-seconds --cpu-distributed-timeout-seconds --shutdown-timeout
+--master-addr --master-port --nnodes --node-rank --numa-bind-cpus --numa-bind-nodes
+--renderer-num-workers --stream-interval --fingerprint-mode --fingerprint-value
+--jit-monitor-mode --kv-cache-metrics-sample --dcp-comm-backend --dcp-kv-cache-interleave-size
+--cp-kv-cache-interleave-size --dp-supervisor-probe-failure-threshold
+--dp-supervisor-probe-interval-s --dp-supervisor-probe-timeout-s --spec-method --spec-model
+--prefill-schedule-interval --prefix-match-unit --kv-offloading-backend --mamba-backend
+--moe-backend --linear-backend --gdn-prefill-backend --ir-op-priority --kernel-config
+--model-class-overrides --ubatch-size --mm-tensor-ipc
+""".split())
+# Switches (no value); their `--no-` forms are accepted too.
+IGNORED_BOOL = frozenset("""
+--trust-remote-code --disable-log-requests --enable-log-requests --enable-log-outputs
+--enable-log-deltas --disable-log-stats --aggregate-engine-logging --log-error-stack
+--disable-frontend-multiprocessing --enable-auto-tool-choice --enable-prompt-tokens-details
+--enable-server-load-tracking --enable-force-include-usage --enable-tokenizer-info-endpoint
+--return-tokens-as-token-ids --disable-fastapi-docs --enable-offline-docs
+--disable-uvicorn-access-log --enable-ssl-refresh --enable-request-id-headers --headless
+--trust-request-chat-template --exclude-tools-when-tool-choice-none --skip-tokenizer-init
+--enable-prompt-embeds --disable-cascade-attn --enable-sleep-mode --use-tqdm-on-load
+--data-parallel-hybrid-lb --data-parallel-external-lb --data-parallel-multi-port-external-lb
+--enable-dbo --disable-nccl-for-dp-synchronization --enable-eplb --eplb-log-balancedness
+--ray-workers-use-nsight --disable-custom-all-reduce
+--enable-multimodal-encoder-data-parallel --calculate-kv-scales --kv-sharing-fast-prefill
+--enable-mm-embeds --interleave-mm-strings --disable-mm-preprocessor-cache --enable-lora-bias
+--disable-chunked-mm-input --async-scheduling --guided-decoding-disable-fallback
+--guided-decoding-disable-any-whitespace --guided-decoding-disable-additional-properties
+--use-v2-block-manager --disable-async-output-proc --multi-step-stream-outputs
+--speculative-disable-mqa-scorer --disable-logprobs-during-spec-decoding
+--enable-prompt-adapter --worker-use-ray --tokens-only --enable-return-routed-experts
+--enable-layerwise-nvtx-tracing --enable-logging-iteration-details --enable-mfu-metrics
+--enable-mm-processor-stats --enable-per-request-metrics --cudagraph-metrics
+--kv-cache-metrics --fail-on-environ-validation --allow-credentials
+--allow-deprecated-quantization --enable-flashinfer-autotune --enable-elastic-ep
+--enable-ep-weight-filter --enable-bf16x3-router-gemm --enable-flash-late-interaction
+--enable-mamba-cache-stochastic-rounding --enable-mixed-moe-lora-format
+--enable-moe-shared-loras --enable-tower-connector-lora --specialize-active-lora
+--jit-monitor-verbose --numa-bind --scheduler-reserve-full-isl --use-fp64-gumbel --grpc
+--enable-reasoning
+""".split())
+# nargs="+" flags among the ignored ones: they swallow every following non-flag token.
+IGNORED_MULTI = frozenset("""
+--allowed-origins --allowed-methods --allowed-headers --lora-modules --prompt-adapters
+--middleware --served-model-name --cudagraph-capture-sizes --cuda-graph-sizes
+--allowed-media-domains --logits-processors --collect-detailed-traces --ignore-patterns
+--tool-server --api-key --lora-target-modules --device-ids --kv-cache-dtype-skip-layers
+""".split())
+# vLLM flags that DO change startup memory but that vramguard does not model yet: accepted,
+# and the plan says so in its assumptions (value-taking; switches are in UNMODELED_BOOL).
+UNMODELED_VALUE = frozenset("""
+--performance-mode --optimization-level --compilation-config --cudagraph-capture-sizes
+--cuda-graph-sizes --max-cudagraph-capture-size --max-seq-len-to-capture
+--max-context-len-to-capture --mamba-cache-dtype --mamba-ssm-cache-dtype --mamba-cache-mode
+--mamba-block-size --mamba-config --limit-mm-per-prompt --kv-offloading-size
+--cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
+--offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
+--max-num-scheduled-tokens --decode-context-parallel-size --prefill-context-parallel-size
+--lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors --speculative-model
+--speculative-model-quantization --speculative-max-model-len --ngram-prompt-lookup-max
+--ngram-prompt-lookup-min --hf-overrides --rope-scaling --rope-theta --quantization-config
+--attention-config --mm-ipc-gpu-memory-gb --model-weights --mamba-cache-philox-rounds
+--watermark --diffusion-config --mm-encoder-fp8-scale-path --mm-encoder-fp8-scale-save-margin
+--mm-encoder-fp8-scale-save-path --quantization-param-path
+""".split())
+UNMODELED_BOOL = frozenset("""
+--skip-mm-profiling --mm-encoder-only --language-model-only --fully-sharded-loras
+--enable-cumem-allocator
+""".split())
+# Environment variables of a pasted line that change vLLM's startup memory but that the plan
+# does not take into account (VLLM_USE_V1 is read: it selects the engine).
+UNMODELED_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+                 "VLLM_PP_LAYER_PARTITION", "VLLM_CPU_KVCACHE_SPACE")

@@ -1,0 +1,208 @@
+"""vLLM launch lines, read and written.
+
+Reading: the shapes of a pasted line (env assignments, `vllm serve`, `python -m
+vllm.entrypoints...`, `docker run ... IMAGE`): where vLLM's own arguments start. The
+arguments themselves are parsed by `sources.vllm_args`.
+Writing: Settings or a parsed command back to a copy-pasteable line, with changes applied.
+Imported lazily by `sources.vllm_args` (only for pasted commands and written lines).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import UsageError
+from .vllm_flags import BOOL, FLAGS, TRIBOOL
+
+CONTAINER_TOOLS = ("docker", "podman", "nerdctl")
+# vLLM's entry modules (for `python -m ...`).
+_ENTRY_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server",
+                  "vllm.entrypoints.cli.main")
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_VERSION_TAG_RE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*)(?:[-+.][0-9A-Za-z.\-+]*)?$")
+
+
+# ---------------------------------------------------------------------------------------
+# Pasted commands
+# ---------------------------------------------------------------------------------------
+def split_command_line(text: str) -> list[str]:
+    """Split one pasted shell line (with `\\` continuations) into argv tokens."""
+    import shlex
+    text = re.sub(r"\\\r?\n", " ", text)
+    try:
+        return shlex.split(text, comments=False, posix=True)
+    except ValueError as exc:
+        raise UsageError(f"cannot split the pasted command: {exc}", where="command line",
+                         fix="Check the quotes.") from None
+
+
+_DOCKER_VALUE_OPTS = frozenset("""
+-v --volume -p --publish -e --env --env-file --name --gpus --runtime --shm-size --ipc
+--network --net --entrypoint -w --workdir --mount -u --user --device --cpus -m --memory
+--ulimit -l --label --platform --restart --hostname -h --cap-add --cap-drop --security-opt
+--log-driver --log-opt --add-host --memory-swap --cpuset-cpus --pid --uts --userns
+--dns --group-add --tmpfs --volumes-from --expose --stop-signal --stop-timeout --pull
+--health-cmd --health-interval --health-retries --health-timeout --cidfile --cgroupns
+--cgroup-parent --oom-score-adj --shm --link --mac-address --ip --ip6 --label-file
+""".split())
+
+
+def strip_env(tokens: list[str], env: dict[str, str]) -> list[str]:
+    """Drop leading `VAR=value` words (into `env`) and `sudo`/`env`/`nohup`-style wrappers."""
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if _ENV_RE.match(tok):
+            key, _, val = tok.partition("=")
+            env[key] = val
+            i += 1
+        elif tok in ("env", "sudo", "exec", "nohup", "time", "command") or \
+                (tok == "-E" and i and tokens[i - 1] == "sudo"):
+            i += 1
+        else:
+            break
+    return tokens[i:]
+
+
+def docker_args(tokens: list[str], env: dict[str, str]) -> tuple[list[str], str | None, str]:
+    """Skip `docker run [opts] IMAGE`; return the container args, the image tag, image."""
+    i = 2 if len(tokens) > 1 and tokens[1] in ("run", "create") else 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("-") and tok != "-":
+            name, eq, val = tok.partition("=")
+            if name in ("-e", "--env"):
+                if not eq:
+                    val = tokens[i + 1] if i + 1 < len(tokens) else ""
+                    i += 1
+                if "=" in val:
+                    k, _, v = val.partition("=")
+                    env[k] = v
+            elif not eq and name in _DOCKER_VALUE_OPTS:
+                i += 1
+            i += 1
+            continue
+        break
+    if i >= len(tokens):
+        raise UsageError("no image in the docker command", where="docker run",
+                         fix="Paste the whole line: `docker run ... vllm/vllm-openai:TAG "
+                             "--model M ...`.")
+    image = tokens[i]
+    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else None
+    m = _VERSION_TAG_RE.match(tag) if tag else None     # v0.8.5, 0.10.1.1, v0.9.2-cu128
+    return tokens[i + 1:], (m.group(1) if m else None), image
+
+
+def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
+    """Find where vLLM's own args start. Returns (launcher, args, model_positional_ok)."""
+    if not tokens:
+        return "flags", [], True
+    head = tokens[0].rsplit("/", 1)[-1]
+    if head in ("uv", "uvx", "pipx") and len(tokens) > 1:
+        rest = tokens[2:] if tokens[1] == "run" else tokens[1:]
+        return find_vllm_args(rest)
+    if head == "vllm":
+        if len(tokens) > 1 and tokens[1] == "serve":
+            return "vllm serve", tokens[2:], True
+        sub = tokens[1] if len(tokens) > 1 else ""
+        raise UsageError(f"`vllm {sub}` does not start a server", where="vllm",
+                         fix="Use `vllm serve MODEL ...`.")
+    if re.fullmatch(r"python(\d(\.\d+)?)?", head):
+        j = 1
+        while j < len(tokens) and tokens[j].startswith("-") and tokens[j] != "-m":
+            j += 1
+        if j + 1 < len(tokens) and tokens[j] == "-m":
+            mod = tokens[j + 1]
+            if mod in _ENTRY_MODULES or mod.startswith("vllm.entrypoints"):
+                rest = tokens[j + 2:]
+                if mod == "vllm.entrypoints.cli.main" and rest[:1] == ["serve"]:
+                    return "vllm serve", rest[1:], True
+                return f"python -m {mod}", rest, mod.endswith("cli.main")
+        raise UsageError("this python command does not start vLLM", where=tokens[0],
+                         fix="Expected `python -m vllm.entrypoints.openai.api_server "
+                             "--model M ...`.")
+    return "flags", tokens, True
+
+
+
+# ---------------------------------------------------------------------------------------
+# Writing a line back
+# ---------------------------------------------------------------------------------------
+FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
+                 if spec.field and flag not in ("--num-speculative-tokens", "--spec-tokens",
+                                                "--speculative-config")}
+_FIELD_ORDER = {spec.field: n for n, spec in enumerate(FLAGS.values())}
+
+
+def flag_tokens(values: dict[str, object]) -> tuple[set[str], list[str]]:
+    """(the long flags named, their argv): `{"--enforce-eager": ""}` -> `--enforce-eager`,
+    a False tri-state -> `--no-...`, a False switch -> nothing, None -> nothing."""
+    from .vllm_args import flag_for
+    named: set[str] = set()
+    out: list[str] = []
+    for key, val in values.items():
+        flag = flag_for(str(key))
+        named.add(flag)
+        spec = FLAGS.get(flag)
+        switch = spec is not None and spec.kind in (BOOL, TRIBOOL)
+        if val is None:
+            continue
+        if isinstance(val, bool) or (switch and str(val).lower() in ("true", "false", "")):
+            on = val if isinstance(val, bool) else str(val).lower() != "false"
+            if on:
+                out.append(flag)
+            elif spec is not None and spec.kind == TRIBOOL:
+                out.append("--no-" + flag[2:])
+            continue
+        out += [flag, f"{val:g}" if isinstance(val, float) else str(val)]
+    return named, out
+
+
+def settings_to_args(settings, overrides: dict[str, object] | None = None) -> list[str]:
+    """See `vllm_args.settings_to_args`."""
+    values: dict[str, object] = {}
+    for name in sorted(settings.user_set, key=lambda f: _FIELD_ORDER.get(f, len(FLAGS))):
+        if name in ("model", "max_model_len_auto", "entrypoint"):
+            continue
+        if name == "max_model_len" and settings.max_model_len_auto:
+            values["--max-model-len"] = "auto"
+        elif name == "num_speculative_tokens":
+            n = settings.num_speculative_tokens
+            values["--speculative-config"] = (json.dumps({"num_speculative_tokens": n})
+                                              if n else None)
+        else:
+            values[FIELD_TO_FLAG.get(name, "--" + name.replace("_", "-"))] = \
+                getattr(settings, name)
+    from .vllm_args import flag_for
+    for key, val in (overrides or {}).items():
+        values[flag_for(str(key))] = val
+    return flag_tokens(values)[1]
+
+
+def command_with(cmd, overrides: dict[str, object] | None = None) -> str:
+    """See `vllm_args.command_with`."""
+    import shlex
+
+    from .vllm_args import _Scan
+    args = list(cmd.args)
+    drop, extra = flag_tokens(overrides or {})
+    if drop:
+        scan = _Scan(strict=False)
+        try:
+            scan.scan(args)
+        except UsageError:
+            scan.spans = []
+        cut = {j for a, b, f in scan.spans if f in drop for j in range(a, b)}
+        args = [t for j, t in enumerate(args) if j not in cut]
+    prefix = list(cmd.prefix) or ["vllm", "serve"]
+    if not cmd.prefix and cmd.model and cmd.model not in args:
+        prefix.append(cmd.model)
+    return " ".join(shlex.quote(t) for t in prefix + args + extra)
+
+
+def format_command(model: str | None, args: list[str], launcher: str = "vllm serve") -> str:
+    """See `vllm_args.format_command`."""
+    import shlex
+    parts = launcher.split() + ([model] if model else []) + list(args)
+    return " ".join(shlex.quote(p) for p in parts)

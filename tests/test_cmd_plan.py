@@ -1,0 +1,274 @@
+"""`vramguard plan` end to end: through cli.main and as a subprocess, with the real model
+resolver (embedded catalog, --offline) and the real planner."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vramguard.cli import main
+from vramguard.commands.plan import parse_options
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "Qwen/Qwen2.5-7B-Instruct"       # in the embedded catalog: no network needed
+
+
+@pytest.fixture(autouse=True)
+def _own_data_dir(tmp_path, monkeypatch):
+    """Never read the developer's own calibration store."""
+    monkeypatch.setenv("VRAMGUARD_DATA_DIR", str(tmp_path / "data"))
+
+
+def run(capsys, *argv):
+    rc = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+# ---- option splitting (no planner) ------------------------------------------------------
+def test_parse_options_splits_own_flags():
+    o = parse_options(["m", "--gpu", "A100", "-tp", "2", "--json", "--gpu-memory-gib=40",
+                       "--max-model-len", "8k", "--engine", "v1", "--vllm_version", "0.9.2",
+                       "--fail-on-error", "--all-ranks", "--offline"])
+    assert (o.gpu, o.gpu_memory_gib, o.engine, o.vllm_version) == ("A100", "40", "v1", "0.9.2")
+    assert o.json and o.fail_on_error and o.all_ranks and o.offline
+    assert o.vllm_tokens == ["m", "-tp", "2", "--max-model-len", "8k"]
+    assert o.pasted is None
+
+
+def test_parse_options_pasted():
+    o = parse_options(["--gpu", "L4", "-tp", "2", "--", "vllm", "serve", "m", "--port", "80",
+                       "--json", "--vllm-version", "0.9.2"])
+    assert o.gpu == "L4" and o.json and o.vllm_version == "0.9.2"     # own options anywhere
+    assert o.pasted == ["vllm", "serve", "m", "--port", "80"]
+    assert o.vllm_tokens == ["-tp", "2"]
+
+
+def test_quoted_line_followed_by_options(capsys):
+    rc, out, err = run(capsys, "--", f"VLLM_USE_V1=1 vllm serve {MODEL} --max-model-len 8k",
+                       "--offline", "--json", "--vllm-version", "0.10.1", "-tp", "2")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["vllm_version"] == "0.10.1" and d["engine"] == "v1"
+    assert d["settings"]["max_model_len"] == 8000 and d["settings"]["tensor_parallel_size"] == 2
+
+
+def test_help(capsys):
+    rc, out, _ = run(capsys, "--help")
+    assert rc == 0 and "usage: vramguard plan" in out and "--fail-on-error" in out
+
+
+# ---- bad input: exit 2, one line, no traceback -----------------------------------------
+@pytest.mark.parametrize("argv,needle", [
+    ([], "no model given"),
+    ([MODEL, "--max-modle-len", "4096"], "Did you mean --max-model-len"),
+    ([MODEL, "--gpu-memory-utilization", "2"], "0 < value <= 1"),
+    ([MODEL, "--max-model-len", "lots"], "25.6k"),
+    ([MODEL, "--gpu", "H900"], "unknown GPU"),
+    ([MODEL, "--gpu"], "expected a value"),
+    ([MODEL, "--gpu-memory-gib", "-3"], "GiB > 0"),
+    ([MODEL, "--engine", "v2"], "v0 or v1"),
+    ([MODEL, "--gpu", "L4", "--gpu-free-gib", "30"], "more than the 22.05 GiB total of L4"),
+    (["--", "vllm", "serve", MODEL, "--bogus-flag"], "unknown flag '--bogus-flag'"),
+    (["--json=yes", MODEL], "takes no value"),
+    (["--gpu", "A100", "--"], "nothing after `--`"),
+])
+def test_bad_input_exit_2(capsys, argv, needle):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("vramguard plan: error: ")
+
+
+# ---- real plans -------------------------------------------------------------------------
+def test_plan_text_ok(capsys):
+    rc, out, err = run(capsys, MODEL, "--gpu", "A100-80GB", "--offline", "--max-model-len", "32k")
+    assert rc == 0, err
+    assert "starts" in out and "A100-80GB" in out
+    for label in ("total (CUDA)", "weights", "activation peak", "non-torch", "CUDA graphs",
+                  "KV cache", "bytes/token", "block size", "max concurrency"):
+        assert label in out
+    assert "\033[" not in out       # not a tty: no colour
+
+
+def test_default_gpu_is_stated(capsys):
+    rc, out, _ = run(capsys, MODEL, "--offline")
+    assert rc == 0 and "assumed H100-80GB" in out
+
+
+def test_predicted_failure_exit_codes(capsys):
+    argv = [MODEL, "--offline", "--gpu", "L4", "--max-model-len", "32768",
+            "--gpu-memory-utilization", "0.5"]
+    rc, out, _ = run(capsys, *argv)
+    assert rc == 0 and "fails" in out            # a predicted failure is still a plan
+    rc, out, _ = run(capsys, *argv, "--fail-on-error")
+    assert rc == 1
+    rc, out, _ = run(capsys, *argv, "--json", "--fail-on-error")
+    assert rc == 1 and json.loads(out)["startup"]["ok"] is False
+
+
+def test_json_schema_keys(capsys):
+    rc, out, _ = run(capsys, MODEL, "--offline", "--gpu", "A100-80GB", "--json", "-tp", "2")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["schema_version"] == 1
+    assert {"schema_version", "model", "gpu", "vllm_version", "engine", "startup", "per_gpu",
+            "ranks", "kv_cache", "settings", "settings_sources", "log_lines", "assumptions",
+            "fixes", "calibrated"} <= set(d)
+    assert {"ok", "failure", "message", "risks"} <= set(d["startup"])
+    assert {"total_bytes", "requested_bytes", "weights_bytes", "activation_bytes",
+            "non_torch_bytes", "cuda_graph_bytes", "kv_cache_bytes"} <= set(d["per_gpu"])
+    assert {"bytes_per_token", "block_size", "num_blocks", "tokens", "max_concurrency",
+            "max_model_len"} <= set(d["kv_cache"])
+    assert len(d["ranks"]) == 2 and "terms" in d["ranks"][0]
+    assert d["settings"]["tensor_parallel_size"] == 2
+    assert all(isinstance(v, int) for k, v in d["per_gpu"].items() if k.endswith("_bytes"))
+
+
+def test_pasted_command_forms_agree(capsys):
+    flags = ["--gpu", "A100-80GB", "--offline", "--json"]
+    rc, a, _ = run(capsys, MODEL, "--max-model-len", "16k", "-tp", "2", *flags)
+    rc2, b, _ = run(capsys, *flags, "--", "vllm", "serve", MODEL, "--max_model_len=16k",
+                    "--tensor-parallel-size", "2", "--port", "8000")
+    rc3, c, _ = run(capsys, *flags, "--",
+                    f"CUDA_VISIBLE_DEVICES=0,1 vllm serve {MODEL} --max-model-len 16k -tp 2")
+    assert rc == rc2 == rc3 == 0
+    ka, kb, kc = (json.loads(x)["kv_cache"] for x in (a, b, c))
+    assert ka == kb == kc
+
+
+def test_pasted_without_dashdash(capsys):
+    flags = ["--offline", "--json"]
+    rc, a, _ = run(capsys, "vllm", "serve", MODEL, "-tp", "2", *flags)
+    rc2, b, _ = run(capsys, f"VLLM_USE_V1=1 vllm serve {MODEL} -tp 2", *flags)
+    assert rc == rc2 == 0
+    assert json.loads(a)["kv_cache"] == json.loads(b)["kv_cache"]
+    assert json.loads(a)["settings"]["tensor_parallel_size"] == 2
+
+
+def test_docker_tag_sets_version(capsys):
+    rc, out, _ = run(capsys, "--offline", "--json", "--", "docker", "run", "--gpus", "all",
+                     "vllm/vllm-openai:v0.8.5", "--model", MODEL, "--max-model-len", "8192")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["vllm_version"].startswith("0.8")
+    assert any("docker image tag" in a for a in d["assumptions"])
+
+
+def test_flags_before_dashdash_override_pasted(capsys):
+    rc, out, _ = run(capsys, "--offline", "--json", "--max-model-len", "8192", "--",
+                     "vllm", "serve", MODEL, "--max-model-len", "32768")
+    assert rc == 0 and json.loads(out)["settings"]["max_model_len"] == 8192
+
+
+def test_gpu_memory_gib_alone_and_override(capsys):
+    rc, out, _ = run(capsys, MODEL, "--offline", "--json", "--gpu-memory-gib", "40")
+    assert rc == 0 and json.loads(out)["per_gpu"]["total_bytes"] == 40 << 30
+    rc, out, _ = run(capsys, MODEL, "--offline", "--json", "--gpu", "A100-80GB",
+                     "--gpu-memory-gib", "70")
+    assert rc == 0 and json.loads(out)["per_gpu"]["total_bytes"] == 70 << 30
+
+
+def test_config_yaml(capsys, tmp_path):
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text(f"model: {MODEL}\nmax-model-len: 4096\ntensor_parallel_size: 2\n")
+    rc, out, _ = run(capsys, "--offline", "--json", "--config", str(cfg), "-tp", "1")
+    assert rc == 0
+    d = json.loads(out)
+    assert d["settings"]["max_model_len"] == 4096 and d["settings"]["tensor_parallel_size"] == 1
+
+
+def test_calibration_from_the_store(capsys, tmp_path):
+    from vramguard.logs.store import Store
+    db = tmp_path / "cal.sqlite3"
+    with Store(db) as store:
+        store.add({"digest": "t1", "model": MODEL, "model_family": "qwen2", "gpu": "A100-80GB",
+                   "vllm_version": "0.11.0", "tp": 1, "pp": 1, "flags": {},
+                   "activation_bytes": 3 << 30, "non_torch_bytes": 1 << 30,
+                   "cuda_graph_bytes": 0, "max_num_batched_tokens": 2048, "max_num_seqs": 256})
+    argv = [MODEL, "--offline", "--json", "--gpu", "A100-80GB", "--vllm-version", "0.11.0",
+            "--db", str(db)]
+    rc, out, _ = run(capsys, *argv)
+    d = json.loads(out)
+    assert rc == 0 and d["calibrated"] is True
+    assert d["ranks"][0]["terms"]["activation"]["source"] == "calibrated"
+    rc, out, _ = run(capsys, *argv, "--no-calibration")
+    assert json.loads(out)["calibrated"] is False
+    rc, out, _ = run(capsys, *argv[:-2])           # default store: empty data dir
+    assert json.loads(out)["calibrated"] is False
+
+
+# ---- as a subprocess ------------------------------------------------------------------
+def _sub(*argv):
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(ROOT / "src"),
+               VRAMGUARD_DATA_DIR=os.environ["VRAMGUARD_DATA_DIR"])
+    return subprocess.run([sys.executable, "-m", "vramguard", "plan", *argv],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_subprocess_exit_codes():
+    ok = _sub(MODEL, "--offline", "--gpu", "A100-80GB")
+    assert ok.returncode == 0, ok.stderr
+    assert "starts" in ok.stdout
+    bad = _sub(MODEL, "--offline", "--max-model-len", "x")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.count("\n") == 1
+    fail = _sub(MODEL, "--offline", "--gpu", "L4", "--max-model-len", "32768",
+                "--gpu-memory-utilization", "0.5", "--fail-on-error")
+    assert fail.returncode == 1, fail.stderr
+
+
+def test_plan_imports_stay_lazy():
+    """A plain plan never imports yaml, argparse, or the heavy optional libraries."""
+    code = ("import sys; from vramguard.cli import main; "
+            f"rc = main(['plan', {MODEL!r}, '--offline', '--gpu', 'A100-80GB']); "
+            "heavy = ('yaml', 'argparse', 'huggingface_hub', 'gguf', 'pynvml', 'numpy', "
+            "'prometheus_client', 'psutil', 'safetensors', 'torch', 'platformdirs', "
+            "'sqlite3', 'shlex'); "
+            "print('LOADED', sorted(m for m in heavy if m in sys.modules))")
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(ROOT / "src"),
+               VRAMGUARD_DATA_DIR=os.environ["VRAMGUARD_DATA_DIR"])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "LOADED []" in proc.stdout
+
+
+def test_vllm_validation_is_bad_input(capsys):
+    rc, out, err = run(capsys, MODEL, "--offline", "--max-model-len", "200k")
+    assert rc == 2 and out == "" and "VLLM_ALLOW_LONG_MAX_MODEL_LEN" in err
+    assert err.count("\n") == 1
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from([
+    MODEL, "--gpu", "A100", "L4", "--json", "--all-ranks", "-tp", "2", "--max-model-len", "8k",
+    "auto", "--gpu-memory-utilization", "0.3", "1.2", "--", "vllm", "serve", "--engine", "v0",
+    "--vllm-version", "0.6.3", "0.20.0", "--gpu-memory-gib", "24", "--gpu-free-gib", "10",
+    "--fail-on-error", "--kv-cache-dtype", "fp8", "--enforce-eager", "--bogus", "x"]),
+    max_size=8))
+def test_fuzz_command_exit_codes(capsys, argv):
+    rc = main(["plan", *argv, "--offline"])
+    out, err = capsys.readouterr()
+    assert rc in (0, 1, 2)
+    if rc == 2:
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG paths")
+def test_default_store_probe_skips_platformdirs(tmp_path, monkeypatch):
+    from vramguard.logs.store import default_db_may_exist, default_db_path
+    monkeypatch.delenv("VRAMGUARD_DATA_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert not default_db_may_exist()
+    default_db_path().parent.mkdir(parents=True)      # where platformdirs puts it
+    assert default_db_may_exist()

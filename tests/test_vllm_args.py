@@ -1,0 +1,387 @@
+"""vLLM flag parsing: every flag form, suffixes, YAML, pasted commands, errors."""
+
+import pytest
+
+from vramguard.core.settings import Settings
+from vramguard.errors import UsageError
+from vramguard.sources.vllm_args import (
+    format_command, human_readable_int, parse_vllm_args, parse_vllm_command,
+    settings_from_mapping, settings_to_args)
+
+
+def s(*tokens):
+    return parse_vllm_args(list(tokens)).settings
+
+
+# ---- numbers and suffixes ---------------------------------------------------------------
+@pytest.mark.parametrize("text,value", [
+    ("8192", 8192), ("25.6k", 25600), ("32k", 32000), ("32K", 32768), ("1m", 1_000_000),
+    ("1M", 1 << 20), ("2g", 2_000_000_000), ("2G", 2 << 30), ("1T", 1 << 40), (" 4k ", 4000),
+])
+def test_human_readable_int(text, value):
+    assert human_readable_int(text) == value
+
+
+@pytest.mark.parametrize("text", ["2.5K", "abc", "", "-5", "1.5", "3x", "k"])
+def test_human_readable_int_rejects(text):
+    assert human_readable_int(text) is None
+
+
+def test_max_model_len_forms():
+    assert s("--max-model-len", "25.6k").max_model_len == 25600
+    assert s("--max-model-len=32K").max_model_len == 32768
+    assert s("--max_model_len", "4096").max_model_len == 4096
+    assert s("--max_model_len=4096").max_model_len == 4096
+    for tokens in (["--max-model-len", "auto"], ["--max-model-len", "-1"],
+                   ["--max-model-len=-1"], ["--max-model-len", "AUTO"]):
+        st = s(*tokens)
+        assert st.max_model_len is None and st.max_model_len_auto
+        assert "max_model_len" in st.user_set
+
+
+def test_every_memory_flag():
+    st = s("-tp", "4", "-pp", "2", "-dp", "2", "--gpu-memory-utilization", "0.85",
+           "--max-num-seqs", "128", "--max-num-batched-tokens", "16k", "--dtype", "half",
+           "-q", "awq", "--kv-cache-dtype", "fp8", "--block-size", "32", "--enforce-eager",
+           "--kv-cache-memory-bytes", "20G", "--num-gpu-blocks-override", "1000",
+           "--cpu-offload-gb", "4", "--swap-space", "0", "--no-enable-chunked-prefill",
+           "--enable-prefix-caching", "--enable-expert-parallel", "--enable-lora",
+           "--max-loras", "4", "--max-lora-rank", "64", "--disable-sliding-window",
+           "--disable-hybrid-kv-cache-manager",
+           "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 5}',
+           "--model", "m")
+    assert (st.tensor_parallel_size, st.pipeline_parallel_size, st.data_parallel_size) == (4, 2, 2)
+    assert st.gpu_memory_utilization == 0.85
+    assert st.max_num_seqs == 128 and st.max_num_batched_tokens == 16000
+    assert (st.dtype, st.quantization) == ("half", "awq")
+    assert (st.kv_cache_dtype, st.block_size) == ("fp8", 32)
+    assert st.enforce_eager and st.kv_cache_memory_bytes == 20 << 30
+    assert st.num_gpu_blocks_override == 1000
+    assert st.cpu_offload_gb == 4.0 and st.swap_space == 0.0
+    assert st.enable_chunked_prefill is False and st.enable_prefix_caching is True
+    assert st.enable_expert_parallel and st.enable_lora
+    assert (st.max_loras, st.max_lora_rank) == (4, 64)
+    assert st.disable_sliding_window and st.disable_hybrid_kv_cache_manager
+    assert st.num_speculative_tokens == 5 and st.model == "m"
+    assert {"tensor_parallel_size", "kv_cache_memory_bytes", "enable_chunked_prefill",
+            "num_speculative_tokens", "model"} <= st.user_set
+    assert "max_model_len" not in st.user_set
+
+
+def test_long_names_and_equals_forms():
+    st = s("--tensor-parallel-size=2", "--pipeline_parallel_size", "3", "--quantization=gptq")
+    assert (st.tensor_parallel_size, st.pipeline_parallel_size, st.quantization) == (2, 3, "gptq")
+    assert s("-tp=8").tensor_parallel_size == 8
+
+
+def test_kv_cache_memory_prefix_and_suffixes():
+    # vLLM's own suggestion message prints `--kv-cache-memory=<bytes>` (argparse prefix)
+    assert s("--kv-cache-memory=123456789").kv_cache_memory_bytes == 123456789
+    assert s("--kv-cache-memory", "8G").kv_cache_memory_bytes == 8 << 30
+    assert s("--kv-cache-memory-bytes", "1.5g").kv_cache_memory_bytes == 1_500_000_000
+
+
+def test_tristate_and_old_boolean_forms():
+    assert s().enable_prefix_caching is None
+    assert s("--enable-prefix-caching").enable_prefix_caching is True
+    assert s("--no-enable-prefix-caching").enable_prefix_caching is False
+    assert s("--disable-prefix-caching").enable_prefix_caching is False     # vLLM <= 0.9
+    assert s("--enable-chunked-prefill", "False").enable_chunked_prefill is False  # StoreBoolean
+    assert s("--enable-chunked-prefill=true").enable_chunked_prefill is True
+    assert s("--no-enforce-eager").enforce_eager is False
+
+
+def test_later_flag_wins():
+    assert s("-tp", "2", "--tensor-parallel-size", "4").tensor_parallel_size == 4
+
+
+def test_speculative_forms():
+    assert s("--speculative-config.num_speculative_tokens", "3").num_speculative_tokens == 3
+    assert s("--speculative_config={\"num_speculative_tokens\": 2}").num_speculative_tokens == 2
+    assert s("--num-speculative-tokens", "4").num_speculative_tokens == 4
+
+
+def test_ignored_flags_are_accepted():
+    cmd = parse_vllm_args(["m", "--host", "0.0.0.0", "--port", "8000", "--served-model-name",
+                           "a", "b", "--api-key", "x", "--trust-remote-code",
+                           "--download-dir", "/d", "--disable-log-requests", "-O3",
+                           "--max-model-len", "4096", "--no-trust-remote-code", "--seed=1"])
+    assert cmd.model == "m" and cmd.settings.max_model_len == 4096
+    assert {"--host", "--port", "--served-model-name", "--api-key", "--trust-remote-code",
+            "--download-dir"} <= set(cmd.ignored)
+    assert "host" not in cmd.settings.user_set
+
+
+def test_unknown_quantization_is_a_note():
+    cmd = parse_vllm_args(["m", "-q", "my_plugin_quant"])
+    assert cmd.settings.quantization == "my_plugin_quant"
+    assert any("my_plugin_quant" in n for n in cmd.notes)
+
+
+# ---- errors -----------------------------------------------------------------------------
+@pytest.mark.parametrize("tokens,needle", [
+    (["--max-modle-len", "5"], "--max-model-len"),
+    (["--tensor-paralel-size", "2"], "--tensor-parallel-size"),
+    (["--gpu-memory-utilization", "1.5"], "0 < value <= 1"),
+    (["--gpu-memory-utilization", "0"], "0 < value <= 1"),
+    (["--gpu-memory-utilization", "abc"], "a number"),
+    (["--max-model-len", "2.5K"], "25.6k"),
+    (["--max-model-len", "0"], ">= 1"),
+    (["-tp", "0"], "1 to 4096"),
+    (["-tp", "two"], "whole number"),
+    (["--dtype", "bf16"], "bfloat16"),
+    (["--kv-cache-dtype", "fp9"], "fp8"),
+    (["--max-model-len"], "expected a value"),
+    (["--cpu-offload-gb", "-1"], ">= 0"),
+    (["--speculative-config", "{bad"], "JSON"),
+    (["--enforce-eager=maybe"], "true or false"),
+    (["m", "extra"], "unexpected argument"),
+])
+def test_bad_input_is_a_usage_error(tokens, needle):
+    with pytest.raises(UsageError) as err:
+        parse_vllm_args(tokens)
+    line = err.value.line()
+    assert needle in line and "\n" not in line
+
+
+def test_bad_value_names_flag_and_value():
+    with pytest.raises(UsageError) as err:
+        parse_vllm_args(["--max-num-seqs", "-3"])
+    assert "--max-num-seqs" in err.value.line() and "'-3'" in err.value.line()
+
+
+def test_non_strict_collects_unknown():
+    cmd = parse_vllm_command(["vllm", "serve", "m", "--frobnicate", "3", "-tp", "2"],
+                             strict=False)
+    assert cmd.unknown == ("--frobnicate",) and cmd.settings.tensor_parallel_size == 2
+
+
+# ---- pasted commands --------------------------------------------------------------------
+def test_vllm_serve_with_env():
+    cmd = parse_vllm_command(["VLLM_USE_V1=1", "CUDA_VISIBLE_DEVICES=0,1", "vllm", "serve",
+                              "Qwen/Qwen2.5-7B-Instruct", "-tp", "2"])
+    assert cmd.model == "Qwen/Qwen2.5-7B-Instruct"
+    assert cmd.env == {"VLLM_USE_V1": "1", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert cmd.engine_hint == "v1" and cmd.launcher == "vllm serve"
+    assert cmd.settings.tensor_parallel_size == 2
+
+
+def test_unmodeled_env_is_noted():
+    cmd = parse_vllm_command("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve m --max-model-len 1m")
+    assert cmd.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
+    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n for n in cmd.notes)
+
+
+def test_one_string_with_continuations():
+    text = ("VLLM_USE_V1=0 vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n"
+            "  --max-model-len 16k \\\n  --gpu-memory-utilization 0.9 --port 8000\n")
+    cmd = parse_vllm_command(text)
+    assert cmd.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert cmd.settings.max_model_len == 16000 and cmd.engine_hint == "v0"
+    assert parse_vllm_command([text]).settings == cmd.settings
+
+
+@pytest.mark.parametrize("launcher", [
+    ["python", "-m", "vllm.entrypoints.openai.api_server"],
+    ["python3", "-m", "vllm.entrypoints.api_server"],
+    ["/usr/bin/python3.11", "-u", "-m", "vllm.entrypoints.openai.api_server"],
+])
+def test_python_module_launchers(launcher):
+    cmd = parse_vllm_command(launcher + ["--model", "facebook/opt-125m", "--max-num-seqs", "8"])
+    assert cmd.model == "facebook/opt-125m" and cmd.settings.max_num_seqs == 8
+    assert cmd.launcher.startswith("python -m")
+
+
+def test_docker_run():
+    cmd = parse_vllm_command(
+        "docker run --runtime nvidia --gpus all -v ~/.cache/huggingface:/root/.cache/huggingface "
+        "--env HUGGING_FACE_HUB_TOKEN=hf_x -e VLLM_USE_V1=1 -p 8000:8000 --ipc=host --rm "
+        "vllm/vllm-openai:v0.8.5 --model mistralai/Mistral-7B-v0.1 --max-model-len 8k")
+    assert cmd.version_hint == "0.8.5" and cmd.launcher == "docker"
+    assert cmd.model == "mistralai/Mistral-7B-v0.1" and cmd.settings.max_model_len == 8000
+    assert cmd.env["HUGGING_FACE_HUB_TOKEN"] == "hf_x" and cmd.engine_hint == "v1"
+
+
+def test_docker_latest_tag_and_positional_model():
+    cmd = parse_vllm_command(["sudo", "docker", "run", "-it", "--gpus", "all",
+                              "vllm/vllm-openai:latest", "Qwen/Qwen3-8B", "-tp", "1"])
+    assert cmd.version_hint is None and cmd.model == "Qwen/Qwen3-8B"
+
+
+def test_positional_model_wins_over_flag():
+    assert parse_vllm_command(["vllm", "serve", "a", "--model", "b"]).model == "a"
+
+
+def test_not_a_server_command():
+    with pytest.raises(UsageError):
+        parse_vllm_command(["vllm", "bench", "latency"])
+    with pytest.raises(UsageError):
+        parse_vllm_command(["python", "-m", "http.server"])
+    with pytest.raises(UsageError):
+        parse_vllm_command("vllm serve 'unclosed")
+
+
+# ---- YAML -------------------------------------------------------------------------------
+def test_config_yaml_and_cli_wins(tmp_path):
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("model: Qwen/Qwen3-8B\ntensor-parallel-size: 2\nmax_model_len: 32k\n"
+                   "gpu-memory-utilization: 0.8\nenforce-eager: true\n"
+                   "enable-prefix-caching: false\nport: 8000\n"
+                   "speculative-config:\n  num_speculative_tokens: 2\n")
+    cmd = parse_vllm_command(["vllm", "serve", "--config", str(cfg), "-tp", "4"])
+    st = cmd.settings
+    assert cmd.model == "Qwen/Qwen3-8B" and cmd.config_file == str(cfg)
+    assert st.tensor_parallel_size == 4            # the command line wins
+    assert st.max_model_len == 32000 and st.gpu_memory_utilization == 0.8
+    assert st.enforce_eager and st.enable_prefix_caching is False
+    assert st.num_speculative_tokens == 2
+    assert "--port" in cmd.ignored
+
+
+def test_config_yaml_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("max-model-len: [1, 2\n")
+    with pytest.raises(UsageError, match="not valid YAML"):
+        parse_vllm_args(["--config", str(bad)])
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("max-modle-len: 4096\n")
+    with pytest.raises(UsageError, match="--max-model-len"):
+        parse_vllm_args(["--config", str(typo)])
+    with pytest.raises(UsageError, match="yaml"):
+        parse_vllm_args(["--config", str(tmp_path / "x.json")])
+    with pytest.raises(UsageError, match="cannot read"):
+        parse_vllm_args(["--config", str(tmp_path / "missing.yaml")])
+
+
+# ---- mappings (log `non-default args`) ---------------------------------------------------
+def test_settings_from_mapping():
+    st = settings_from_mapping({
+        "model_tag": "Qwen/Qwen3-8B", "model": "Qwen/Qwen3-8B", "max_model_len": 8192,
+        "gpu_memory_utilization": 0.95, "enable_prefix_caching": False, "host": "0.0.0.0",
+        "speculative_config": {"method": "eagle", "num_speculative_tokens": 3},
+        "tensor-parallel-size": 2, "kv_cache_dtype": "fp8", "enforce_eager": True,
+        "api_server_count": 1, "max_num_batched_tokens": "16k"})
+    assert st.model == "Qwen/Qwen3-8B" and st.max_model_len == 8192
+    assert st.gpu_memory_utilization == 0.95 and st.enable_prefix_caching is False
+    assert st.num_speculative_tokens == 3 and st.tensor_parallel_size == 2
+    assert st.kv_cache_dtype == "fp8" and st.enforce_eager
+    assert st.max_num_batched_tokens == 16000
+    assert "host" not in st.user_set and "max_model_len" in st.user_set
+
+
+def test_settings_from_mapping_bad_value():
+    with pytest.raises(UsageError, match="gpu-memory-utilization"):
+        settings_from_mapping({"gpu_memory_utilization": 2})
+
+
+# ---- back to a command line -------------------------------------------------------------
+def test_settings_to_args_roundtrip():
+    cmd = parse_vllm_args(["m", "-tp", "2", "--max-model-len", "auto", "--enforce-eager",
+                           "--no-enable-prefix-caching", "--gpu-memory-utilization", "0.9"])
+    args = settings_to_args(cmd.settings, {"--max-model-len": 8192, "enforce_eager": False})
+    again = parse_vllm_args(["m"] + args).settings
+    assert again.tensor_parallel_size == 2 and again.max_model_len == 8192
+    assert not again.enforce_eager and again.enable_prefix_caching is False
+    assert again.gpu_memory_utilization == 0.9
+    line = format_command("m", args)
+    assert line.startswith("vllm serve m ") and "--max-model-len 8192" in line
+
+
+def test_default_settings_untouched():
+    assert parse_vllm_args([]).settings == Settings()
+
+
+def test_unmodeled_memory_flags_are_noted():
+    cmd = parse_vllm_args(["m", "--max-cudagraph-capture-size", "256", "--skip-mm-profiling",
+                           "--limit-mm-per-prompt", '{"image": 2}', "-O", "3", "--port", "1"])
+    assert cmd.model == "m"
+    assert set(cmd.unmodeled) == {"--max-cudagraph-capture-size", "--skip-mm-profiling",
+                                  "--limit-mm-per-prompt", "-O"}
+    assert "--port" in cmd.ignored and "--port" not in cmd.unmodeled
+    assert any("not modeled" in n and "--skip-mm-profiling" in n for n in cmd.notes)
+
+
+def test_multi_value_ignored_flags_and_spec_tokens():
+    cmd = parse_vllm_args(["m", "--cudagraph-capture-sizes", "1", "2", "4", "--spec-tokens",
+                           "2", "--served-model-name", "x", "y", "-tp", "2"])
+    assert cmd.settings.tensor_parallel_size == 2 and cmd.settings.num_speculative_tokens == 2
+
+
+def test_command_with_keeps_the_users_line():
+    from vramguard.sources.vllm_args import command_with
+    cmd = parse_vllm_command(
+        "VLLM_USE_V1=1 vllm serve m -tp 2 --max_model_len=32k --port 8000 "
+        "--speculative-config '{\"method\": \"eagle\", \"model\": \"d\", "
+        "\"num_speculative_tokens\": 3}' --no-enforce-eager")
+    line = command_with(cmd, {"--max-model-len": "16384", "--tensor-parallel-size": "4",
+                              "--enforce-eager": ""})
+    assert line.startswith("VLLM_USE_V1=1 vllm serve m ")
+    assert "--max_model_len" not in line and "-tp 2" not in line
+    assert "--no-enforce-eager" not in line
+    assert line.endswith("--max-model-len 16384 --tensor-parallel-size 4 --enforce-eager")
+    assert "--port 8000" in line and '"method": "eagle"' in line
+    again = parse_vllm_command(line)
+    assert again.settings.max_model_len == 16384 and again.settings.tensor_parallel_size == 4
+    assert again.settings.enforce_eager and again.settings.num_speculative_tokens == 3
+
+
+def test_command_with_docker_and_flags_only():
+    from vramguard.sources.vllm_args import command_with
+    cmd = parse_vllm_command(["docker", "run", "--gpus", "all", "vllm/vllm-openai:v0.9.2",
+                              "--model", "m", "--gpu-memory-utilization", "0.95"])
+    line = command_with(cmd, {"gpu_memory_utilization": 0.9})
+    assert line == ("docker run --gpus all vllm/vllm-openai:v0.9.2 --model m "
+                    "--gpu-memory-utilization 0.9")
+    flags_only = parse_vllm_args(["m", "--kv-cache-memory", "8G"])
+    assert command_with(flags_only, {"--kv-cache-memory-bytes": "1000"}) == \
+        "vllm serve m --kv-cache-memory-bytes 1000"
+    assert command_with(flags_only) == "vllm serve m --kv-cache-memory 8G"
+
+
+# ---- fuzz: any input is parsed or refused with a UsageError, never a crash ----------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from vramguard.sources.vllm_flags import FLAGS as _FLAGS, IGNORED_VALUE  # noqa: E402
+
+_TOKENS = st.one_of(
+    st.sampled_from(sorted(_FLAGS) + ["-tp", "-pp", "-q", "-O", "--", "--no-enable-lora",
+                                      "--port", "--served-model-name", "-O3", "vllm", "serve",
+                                      "docker", "run", "python", "-m", "A=1"]
+                    + sorted(IGNORED_VALUE)[:20]),
+    st.sampled_from(["auto", "-1", "0", "1", "2", "25.6k", "32K", "1.5G", "0.9", "true",
+                     "False", "{}", '{"num_speculative_tokens": 2}', "fp8", "awq", "x.yaml"]),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TOKENS, max_size=10))
+def test_fuzz_parse_never_crashes(tokens):
+    for fn in (parse_vllm_args, parse_vllm_command):
+        try:
+            cmd = fn(tokens)
+        except UsageError as exc:
+            assert "\n" not in exc.line()
+        else:
+            assert isinstance(cmd.settings, Settings)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=80))
+def test_fuzz_pasted_string(text):
+    try:
+        parse_vllm_command(text)
+    except UsageError:
+        pass
+
+
+@pytest.mark.parametrize("image,version", [
+    ("vllm/vllm-openai:v0.8.5", "0.8.5"), ("vllm/vllm-openai:v0.10.1.1", "0.10.1.1"),
+    ("docker.io/vllm/vllm-openai:v0.9.2-cu128", "0.9.2"), ("vllm/vllm-openai:latest", None),
+    ("localhost:5000/vllm-openai", None), ("vllm/vllm-openai:nightly", None),
+])
+def test_docker_tags(image, version):
+    cmd = parse_vllm_command(["docker", "run", "--rm", "-it", "-p", "8000:8000", image,
+                              "--model", "m"])
+    assert cmd.version_hint == version and cmd.model == "m"
