@@ -125,7 +125,7 @@ def lookup_gpu(name: str) -> GpuSpec:
 
     Raises UsageError with close suggestions when nothing matches.
     """
-    from ..errors import UsageError   # NOTE: errors.py is stdlib-only, safe for the core
+    from .errors import UsageError
 
     key = _norm(name or "")
     if key in _INDEX:
@@ -134,8 +134,8 @@ def lookup_gpu(name: str) -> GpuSpec:
     names = sorted({_INDEX[k].name for k in close})
     hint = f"Did you mean {', '.join(names)}? " if names else ""
     raise UsageError(f"unknown GPU {name!r}", where="--gpu",
-                     fix=f"{hint}See `vramguard gpus` for the catalog, or pass --gpu-memory "
-                         "with the total in GiB")
+                     fix=f"{hint}Known: {', '.join(g.name for g in CATALOG)}; or pass "
+                         "--gpu-memory-gib with the total CUDA reports")
 
 
 def list_gpus() -> tuple[GpuSpec, ...]:

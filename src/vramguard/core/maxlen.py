@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from .errors import UsageError
 from . import messages
 from .model import ModelSpec
 from .rules import VllmRules

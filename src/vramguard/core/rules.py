@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from ..errors import UsageError
+from .errors import UsageError
 
 NEWEST_VERSION = "0.33.0"
 OLDEST_VERSION = "0.4.0"
@@ -254,6 +254,23 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None) ->
     have = ", ".join(engines_for(".".join(map(str, v))))
     raise UsageError(f"vLLM {'.'.join(map(str, v))} has no {engine} engine",
                      where="--engine", fix=f"Use one of: {have}")
+
+
+ENV_GRAPH_ESTIMATE = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+
+
+def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
+    """The row as the launch's environment changes it.
+
+    `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` (§1a; 0.18+ where the estimate exists): `1`
+    subtracts the CUDA-graph estimate from the budget, `0` only logs it (the default is 0 in
+    0.18-0.19 and 1 from 0.20). Older rows and other variables are unchanged.
+    """
+    val = (env or {}).get(ENV_GRAPH_ESTIMATE)
+    if val is None or rules.engine != "v1" or rules.graph_budget == "headroom":
+        return rules
+    on = val.strip().lower() in ("1", "true", "yes", "on")
+    return replace(rules, graph_budget="subtracted" if on else "estimated")
 
 
 def rules_fields() -> tuple[str, ...]:

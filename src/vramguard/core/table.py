@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
+from .errors import UsageError
 from .gpu import GpuSpec
 from .model import ModelSpec
 from .plan import Plan

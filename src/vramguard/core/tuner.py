@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 
-from ..errors import UsageError
+from .errors import UsageError
 from .gpu import GpuSpec
 from .maxlen import derive_max_model_len
 from .model import ModelSpec

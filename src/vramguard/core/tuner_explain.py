@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..errors import UsageError
+from .errors import UsageError
 from .provenance import GIB
 from .settings import Settings
 from .tuner import (LEN_ALIGN_TOKENS, SEARCHABLE_PINS, GpuTarget, Option, TuneRequest, _Ctx,
