@@ -15,6 +15,19 @@ from vramguard.sources.resolve import load_model_spec
 from src_helpers import TINY_LLAMA
 
 
+@pytest.fixture(autouse=True)
+def hub_reachable(monkeypatch):
+    """The fake hub module stands in for the network: skip the TCP reachability probe."""
+    monkeypatch.setattr(hub, "_reachable", lambda timeout_s: True)
+
+
+def test_unreachable_hub_fails_fast_with_a_clear_line(monkeypatch):
+    monkeypatch.setattr(hub, "_reachable", lambda timeout_s: False)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.ModuleType("huggingface_hub"))
+    with pytest.raises(SourceError, match="unreachable"):
+        hub.fetch_model("org/model")
+
+
 def fake_hf(tmp_path: Path, *, error: Exception | None = None, tensors=None):
     mod = types.ModuleType("huggingface_hub")
     snap = tmp_path / "snap"

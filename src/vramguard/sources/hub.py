@@ -43,6 +43,8 @@ def fetch_model(model_id: str, *, timeout_s: float = 10.0) -> tuple[Path, Checkp
     except ImportError:
         raise not_found(model_id, "huggingface_hub is not installed (pip install "
                                   "'vramguard[hub]')") from None
+    if not _reachable(timeout_s=min(timeout_s, 3.0)):
+        raise not_found(model_id, f"the hub ({_endpoint()}) is unreachable (offline?)")
     try:
         config_path = Path(hf.hf_hub_download(model_id, "config.json", etag_timeout=timeout_s))
     except Exception as exc:                                  # NOTE: translate every hub error
@@ -53,6 +55,24 @@ def fetch_model(model_id: str, *, timeout_s: float = 10.0) -> tuple[Path, Checkp
         except Exception:                                     # optional files
             pass
     return config_path.parent, _remote_checkpoint(hf, model_id, timeout_s)
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+
+
+def _reachable(timeout_s: float) -> bool:
+    """One TCP connect to the hub's host. NOTE: huggingface_hub retries a dead network
+    for ~20 s with backoff; an offline user should get the answer at once."""
+    import socket
+    from urllib.parse import urlsplit
+    parts = urlsplit(_endpoint())
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _translate(model_id: str, exc: Exception) -> SourceError:
