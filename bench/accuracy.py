@@ -89,10 +89,11 @@ def _flag_tokens(text: str) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(words):
-        w = words[i].rstrip(";,")
+        # NOTE: prose wraps flags in brackets or backticks: "(--max-loras 1)", "`--enforce-eager`"
+        w = words[i].strip("`").lstrip("(").rstrip(";,)`")
         if _FLAG.match(w) and not w.startswith("---"):
             out.append(w)
-            nxt = words[i + 1].rstrip(";,)") if i + 1 < len(words) else ""
+            nxt = words[i + 1].strip("`").rstrip(";,)") if i + 1 < len(words) else ""
             if "=" not in w and nxt and not nxt.startswith("-") and not nxt.startswith("("):
                 out.append(nxt)
                 i += 1
@@ -132,7 +133,16 @@ def settings_from_flags(text: str, base: Settings) -> Settings:
             except VramguardError:
                 continue
         i += len(chunk)
+    # NOTE: a user who sizes LoRA slots (--max-loras / --max-lora-rank) is serving LoRA; the
+    # slot buffers are what `--enable-lora` allocates (vllm/lora/models.py LoRAModelManager)
+    if (s.max_loras or s.max_lora_rank) and not s.enable_lora:
+        s = s.with_(enable_lora=True)
     return s
+
+
+def env_from_text(text: str) -> dict[str, str]:
+    """`VLLM_*=value` environment assignments written next to the command."""
+    return dict(re.findall(r"\b(VLLM_[A-Z0-9_]+)=([\w.:-]+)", text or ""))
 
 
 def _first_word(text: str | None) -> str | None:
@@ -218,7 +228,8 @@ def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str) ->
         if use_free and rep.get("free_memory_gib") is not None:
             free = int(rep["free_memory_gib"] * GIB)
         p = plan(spec, s, gpu, vllm_version=case.get("vllm_version_pinned") or default_version,
-                 engine=case.get("engine"), free_bytes=free)
+                 engine=case.get("engine"), free_bytes=free,
+                 env=env_from_text(case.get("other_flags") or ""))
         row["predicted_kv_gib"] = round(p.tightest.kv_cache.value_bytes / GIB, 3)
         row["predicted_ok"] = p.outcome.ok
         row["failure"] = p.outcome.failure

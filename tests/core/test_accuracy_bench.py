@@ -46,3 +46,17 @@ def test_flags_are_read_generically(bench):
 def test_well_measured_case_is_close(rows):
     row = next(r for r in rows if r["id"] == "llmdp-v0190-h100-llama31-8b-tp1")
     assert abs(row["predicted_kv_gib"] - row["reported_kv_gib"]) < 0.3
+
+
+def test_flags_in_prose_brackets_and_lora_slots(bench):
+    s = bench.settings_from_flags("LoRA enabled with 1 adapter slot (--max-loras 1), "
+                                  "`--enforce-eager`; rank `--max-lora-rank 64`", bench.Settings())
+    assert s.max_loras == 1 and s.max_lora_rank == 64 and s.enforce_eager
+    assert s.enable_lora      # sizing LoRA slots means serving LoRA
+    assert not bench.settings_from_flags("--max-num-seqs 8", bench.Settings()).enable_lora
+
+
+def test_env_assignments_are_read(bench):
+    env = bench.env_from_text("--gpu-memory-utilization 0.12 with "
+                              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, NCCL_P2P_DISABLE=1")
+    assert env == {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}

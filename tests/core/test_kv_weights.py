@@ -276,3 +276,41 @@ def test_v0_before_mla_support_uses_full_heads_padded_to_256():
     lay = kv.build_layout(spec, Settings(tensor_parallel_size=8), rules, (0, 61), kv_bytes=2,
                           mamba_bytes=2, block_size=16, engine="v0", max_num_batched_tokens=8192)
     assert lay.bytes_per_token == 61 * (128 // 8) * 2 * 256 * 2
+
+
+# ---- speculative decoding (§4.2, MTP drafter) -------------------------------------------
+def test_gdn_conv_state_grows_with_speculative_tokens():
+    """conv (8192, 3 + 2) x 2 B + ssm 1,048,576 B = 1,130,496 B -> 16 x cdiv(., 16 x 2048) = 560
+    (544 without speculation); Mamba1 states do not grow."""
+    assert layout(qwen3_next_kv_only(), num_speculative_tokens=2).block_size == 560
+    from vramguard.core.model import MambaState
+    m1 = MambaState(kind="mamba1", conv_shape=(64, 3), ssm_shape=(64, 16))
+    assert kv.mamba_page_bytes(m1, 1, 2, 2) == m1.page_bytes(1, 2) == (64 * 3 + 64 * 16) * 2
+
+
+def test_mtp_drafter_layer_joins_the_kv_groups_on_the_last_stage():
+    """12 full + 36 GDN, plus the MTP layer: 13 attention layers -> group size 13, the GDN
+    layers take 3 groups of 13 (3 padding layers), page = 560 x 2048 x 13."""
+    from dataclasses import replace
+    spec = replace(qwen3_next_kv_only(), mtp_params=10**8)
+    lay = layout(spec, num_speculative_tokens=2)
+    assert lay.padding_layers == 3 and len(lay.groups) == 4
+    assert lay.page_size_bytes == 560 * 2048 * 13
+    assert layout(spec).page_size_bytes == 544 * 2048 * 12           # no speculation: no drafter
+    assert layout(spec, num_speculative_tokens=2, rng=(0, 24)).padding_layers == 0  # not last PP
+    assert layout(spec, num_speculative_tokens=2, version="0.10.2").block_size == 560
+
+
+def test_mtp_drafter_weights_on_the_last_stage():
+    from dataclasses import replace
+    from vramguard.core.weights import mtp_draft_bytes
+    spec = replace(llama31_8b(), mtp_params=200_000_000)
+    assert mtp_draft_bytes(spec, Settings(num_speculative_tokens=3, tensor_parallel_size=2), 2,
+                           "v1") == 200_000_000
+    assert mtp_draft_bytes(spec, Settings(), 2, "v1") == 0
+    assert mtp_draft_bytes(spec, Settings(num_speculative_tokens=3), 2, "v0") == 0
+    base = plan(spec, Settings(max_model_len=8192), GpuSpec(name="H100", total_bytes=80 * GIB),
+                vllm_version="0.30.0")
+    mtp = plan(spec, Settings(max_model_len=8192, num_speculative_tokens=3),
+               GpuSpec(name="H100", total_bytes=80 * GIB), vllm_version="0.30.0")
+    assert mtp.tightest.weights.value_bytes - base.tightest.weights.value_bytes == 400_000_000

@@ -147,3 +147,36 @@ def test_capacity_printed_per_pp_stage_up_to_0110():
     assert len(sizes) == 2 and p.kv.num_blocks == min(l.num_blocks for l in p.ledgers)
     p = plan(llama31_8b(), s, H100, vllm_version="0.11.1")
     assert len([l for l in p.log_lines if l.startswith("GPU KV cache size")]) == 1
+
+
+def test_sampler_warmup_counts_the_captured_graph_pool_when_budgeted():
+    """0.20+: the estimate is subtracted from the budget, but the pool is still allocated
+    after the KV cache (~1.2x the estimate), before the sampler warm-up.
+
+    Free after graphs ≈ (F − R) + A − 0.2·G = (0.03·79.19 − 0.5) + 0 − 0.2·4 ≈ 1.08 GiB;
+    the warm-up needs 6 × 512 × 128,256 × 4 B ≈ 1.47 GiB > 1.25 × 1.08 GiB.
+    """
+    s = Settings(gpu_memory_utilization=0.97, max_model_len=8192, max_num_seqs=512)
+    hooks = dict(weights_bytes=int(14.99 * GIB), activation_bytes=0,
+                 non_torch_bytes=int(0.5 * GIB), context_bytes=int(0.5 * GIB))
+    p = plan(llama31_8b(), s, H100, vllm_version="0.29.0",
+             hooks=PlanHooks(cuda_graph_bytes=4 * GIB, **hooks))
+    assert p.outcome.failure == F.SAMPLER_WARMUP_OOM
+    p = plan(llama31_8b(), s, H100, vllm_version="0.29.0",
+             hooks=PlanHooks(cuda_graph_bytes=0, **hooks))
+    assert p.outcome.ok and not p.outcome.risks
+
+
+def test_gpt_oss_captures_its_own_list_from_011():
+    """gpt-oss overrides the capture list (81 sizes up to 992) whatever max_num_seqs is; other
+    models capture min(2 x max_num_seqs, 512) tokens' worth of sizes (2 sizes at 1 seq)."""
+    from dataclasses import replace
+    from vramguard.core import activation as act
+    spec = replace(llama31_8b(), architecture="GptOssForCausalLM")
+    s = Settings(max_model_len=8192, max_num_seqs=1)
+    full = act.cuda_graph_bytes(32, 1024)
+    assert plan(spec, s, H100, vllm_version="0.14.1").tightest.cuda_graph.value_bytes == full
+    small = plan(spec, s, H100, vllm_version="0.10.2").tightest.cuda_graph.value_bytes
+    assert small == act.cuda_graph_bytes(32, 1) < full
+    assert plan(llama31_8b(), s, H100, vllm_version="0.14.1").tightest.cuda_graph.value_bytes \
+        == small

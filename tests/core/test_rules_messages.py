@@ -299,3 +299,13 @@ def test_catalog_lookup_loose_and_suggestions():
     assert {"A100-40GB", "H200", "B200", "L40S", "T4", "MI300X", "GB10", "Jetson-AGX-Orin",
             "RTX-PRO-6000", "V100-16GB", "RTX-2080Ti"} <= names
     assert lookup_gpu("GB10").uma and lookup_gpu("MI300X").vendor == "amd"
+
+
+def test_graph_estimate_env_switches_the_budget():
+    from vramguard.core.rules import apply_env, resolve_rules
+    env0 = {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}
+    env1 = {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}
+    assert apply_env(resolve_rules("0.30.0"), env0).graph_budget == "estimated"
+    assert apply_env(resolve_rules("0.19.0"), env1).graph_budget == "subtracted"
+    assert apply_env(resolve_rules("0.17.0"), env1).graph_budget == "headroom"
+    assert apply_env(resolve_rules("0.30.0"), {}).graph_budget == "subtracted"

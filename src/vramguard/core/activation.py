@@ -41,6 +41,10 @@ NON_TORCH_TP = int(1.85 * _GIB)       # custom all-reduce + NCCL growth when TP 
 GRAPH_BASE = int(0.30 * _GIB)         # CUDA graph pool: fixed part
 GRAPH_PER_LAYER = int(0.018 * _GIB)   # ... and per decoder layer on the rank
 GRAPH_FULL_SIZES = 67                 # number of capture sizes up to 512 (1, 2, 4, 8..512)
+# the captured pool over vLLM's own estimate of it (0.19 log: "CUDA graph pool memory: 1.55 GiB
+# (actual), 1.09 GiB (estimated)"); used where the estimate is subtracted (0.20+) and the pool
+# is then allocated after the KV cache, before the sampler warm-up
+GRAPH_ACTUAL_OVER_ESTIMATE = 1.2
 # CUDA context + allocator before the snapshot: grows with the card (page tables, SMs):
 # 0.3 GiB + 0.25 % of the total, at most 0.6 GiB (observed: H100 0.51, L40S 0.49, A100-40GB
 # 0.41, RTX 4090 0.38, RTX 3090 ~0.35 GiB); ROCm 0.35 GiB (MI300X 0.33, MI50 0.45)
@@ -131,10 +135,17 @@ def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
     return n + max(0, largest // 8)
 
 
+# NOTE: gpt-oss overrides the capture list whatever max_num_seqs is (vLLM
+# `models/config.py` GptOssForCausalLMConfig, 0.11.0, PR 25508): 1, 2, 4, every 8 up to 248,
+# every 16 from 256 to 992 = 81 sizes (83 up to 1024 once the 992 limit went, PR 27840).
+GPT_OSS_CAPTURE_SIZES = 81
+
+
 def cuda_graph_bytes(num_layers_on_rank: int, max_num_seqs: int,
-                     num_speculative_tokens: int = 0, cap: int = 512) -> int:
-    """The CUDA-graph pool `G` on one rank."""
-    sizes = capture_sizes(max_num_seqs, num_speculative_tokens, cap)
+                     num_speculative_tokens: int = 0, cap: int = 512,
+                     fixed_sizes: int | None = None) -> int:
+    """The CUDA-graph pool `G` on one rank (`fixed_sizes`: a model's own capture list)."""
+    sizes = fixed_sizes or capture_sizes(max_num_seqs, num_speculative_tokens, cap)
     scale = 0.4 + 0.6 * min(1.0, sizes / GRAPH_FULL_SIZES)
     return int((GRAPH_BASE + GRAPH_PER_LAYER * num_layers_on_rank) * scale)
 

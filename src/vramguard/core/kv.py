@@ -6,9 +6,9 @@ block size, groups (one per kind x layers-per-group), page `P`, and per-request 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .model import CHUNKED, FULL, MAMBA, MLA, NONE, SLIDING, ModelSpec
+from .model import CHUNKED, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, MambaState, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
@@ -123,6 +123,39 @@ def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) ->
     return kind
 
 
+# recurrent states whose conv state keeps `kernel - 1 + num_speculative_tokens` columns (§4.2)
+_CONV_GROWS_WITH_SPEC = ("mamba2", "gdn")
+
+
+def mamba_page_bytes(state: MambaState, tp: int, dtype_bytes: int, num_spec: int = 0) -> int:
+    """One request's recurrent state on one rank; with speculative decoding the Mamba2 / GDN
+    conv state holds `k - 1 + spec` columns (vLLM `mamba_utils.*_state_shape(..., num_spec)`;
+    Qwen3.8-27B at TP2 logs block size 784 without MTP and 800 with MTP k=2)."""
+    if num_spec and state.kind in _CONV_GROWS_WITH_SPEC and state.conv_shape:
+        conv = state.conv_shape[:-1] + (state.conv_shape[-1] + num_spec,)
+        state = replace(state, conv_shape=conv)
+    return state.page_bytes(tp, dtype_bytes)
+
+
+def draft_attention(spec: ModelSpec, settings: Settings, layer_range: tuple[int, int],
+                    engine: str) -> tuple[AttentionSpec, ...]:
+    """KV-cache layers the MTP drafter adds on the last PP stage (v1).
+
+    NOTE: with speculative decoding on a model whose checkpoint carries MTP layers, vLLM
+    loads them as the drafter and registers their attention in the KV cache spec, so they
+    join the KV groups (Qwen3.5-4B + MTP: "the MTP layer + 3 padding layers", 287,767 tokens
+    where 8 attention layers alone give 324,745). The MTP layer attends like the model's full
+    attention layers. One MTP layer is assumed (every MTP checkpoint in the catalog has one;
+    ModelSpec records only their parameters). Other draft methods (EAGLE, n-gram) are not
+    told apart: the Settings carry only the number of speculative tokens.
+    """
+    if (engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params
+            or layer_range[1] != spec.num_layers):
+        return ()
+    att = next((l.attention for l in spec.layers if l.attention.kind in (FULL, MLA)), None)
+    return (att,) if att is not None else ()
+
+
 def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_range: tuple[int, int],
                  *, kv_bytes: int, mamba_bytes: int, block_size: int, engine: str,
                  max_num_batched_tokens: int, async_scheduling: bool = False,
@@ -130,19 +163,20 @@ def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_ra
     """The KV layout of one worker holding `layer_range` at TP `settings.tensor_parallel_size`."""
     tp = settings.tensor_parallel_size
     start, end = layer_range
-    layers = spec.layers[start:end]
+    atts = [layer.attention for layer in spec.layers[start:end]]
+    atts += draft_attention(spec, settings, layer_range, engine)
     kinds: dict[tuple[str, int | None], int] = {}
     attn_bpt = 0
     per_layer_bpt = 0
     mamba_page = 0
-    for layer in layers:
-        a = layer.attention
+    for a in atts:
         kind = _layer_kind(a.kind, rules, settings, engine)
         if kind == NONE:
             continue
         if kind == MAMBA:
             if a.mamba is not None:
-                mamba_page = max(mamba_page, a.mamba.page_bytes(tp, mamba_bytes))
+                mamba_page = max(mamba_page, mamba_page_bytes(
+                    a.mamba, tp, mamba_bytes, settings.num_speculative_tokens))
             kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + 1
             continue
         bpt = a.kv_bytes_per_token(tp, kv_bytes)

@@ -3,15 +3,16 @@
 `plan(spec, settings, gpu, ...)` resolves the version row, the effective settings, then
 walks vLLM's startup order (§2): snapshot and free-memory check, weight load, profile run,
 graph estimate, `K`, grouping and the capacity check, blocks (minimum over workers), graph
-capture and the sampler warm-up, and returns a `Plan` with vLLM's own messages and log lines.
+capture and the sampler warm-up, and returns a `Plan` with vLLM's own messages and log lines
+(built by `plan_report.PlanReport`, which the walk mixes in).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..errors import UsageError
+from .errors import UsageError
 from . import _memo
 from . import activation as act
 from . import failures as F
@@ -21,12 +22,13 @@ from .calibration import Calibration, CalibrationKey
 from .gpu import GpuSpec
 from .maxlen import resolve_max_model_len
 from .model import ModelSpec
-from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
+from .plan import KvCapacity, Plan
+from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
-from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, resolve_rules,
+from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_env, resolve_rules,
                     scheduler_defaults, v0_scheduler_defaults)
 from .settings import Settings
-from .weights import pp_layer_split, runtime_dtype_bytes, weights_per_rank
+from .weights import mtp_draft_bytes, pp_layer_split, runtime_dtype_bytes, weights_per_rank
 
 __all__ = ["plan", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
 
@@ -195,9 +197,14 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, rules: VllmRules, gpu:
     num_reqs = min(seqs, tokens)
     eager = bool(s.enforce_eager) or device == "cpu"
     custom_ar = gpu.vendor != "nvidia" or _nvlink_class(gpu)
+    draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
+    fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
+                   and spec.architecture == "GptOssForCausalLM" else None)
     stages = []
     for r, rng in enumerate(splits):
         w = weights[r]
+        if r == pp - 1 and draft_w:
+            w = replace(w, bytes=w.bytes + draft_w)
         if hooks and hooks.weights_bytes is not None:
             w_est = Estimate.exact(hooks.weights_bytes, Source.USER, "given")
         elif cal and cal.weights_bytes is not None:
@@ -218,7 +225,8 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, rules: VllmRules, gpu:
                                 act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         g_val = 0 if eager else act.cuda_graph_bytes(rng[1] - rng[0], seqs,
-                                                     s.num_speculative_tokens)
+                                                     s.num_speculative_tokens,
+                                                     fixed_sizes=fixed_sizes)
         g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
                                 "CUDA graph pool" if g_val else "eager: no CUDA graphs")
         if cal is not None:
@@ -267,7 +275,8 @@ def _sub(a: Estimate, *terms: Estimate, note: str = "") -> Estimate:
 
 def plan(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str | None = None,
          engine: str | None = None, free_bytes: int | None = None, other_used_bytes: int = 0,
-         calibration: Calibration | None = None, hooks: PlanHooks | None = None) -> Plan:
+         calibration: Calibration | None = None, hooks: PlanHooks | None = None,
+         env: dict[str, str] | None = None) -> Plan:
     """Predict vLLM's startup for `spec` + `settings` on `gpu`.
 
     `free_bytes` is the free memory per GPU at vLLM's snapshot (what vLLM prints as
@@ -275,10 +284,12 @@ def plan(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str
     `vllm_version` defaults to the newest examined release; `engine` to that release's
     default (v1 falls back to v0 on compute capability < 8.0 in 0.8-0.10). A matching
     `calibration` replaces the activation / non-torch / graph estimates. `hooks` pins terms
-    to given byte values (tests and what-ifs). Raises UsageError for vLLM's own validation.
+    to given byte values (tests and what-ifs). `env` holds the launch's environment variables
+    (e.g. `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`). Raises UsageError for vLLM's own
+    validation.
     """
     version = vllm_version or NEWEST_VERSION
-    rules = _pick_rules(version, engine, gpu)
+    rules = apply_env(_pick_rules(version, engine, gpu), env)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
     _validate(spec, settings, rules)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
@@ -296,8 +307,8 @@ class _Fail:
     message: str
 
 
-class _Walk:
-    """vLLM's startup order (§2) over the per-stage terms; builds the Plan."""
+class _Walk(PlanReport):
+    """vLLM's startup order (§2) over the per-stage terms; `PlanReport` builds the Plan."""
 
     def __init__(self, spec, settings, gpu, rules, eff, stages, version, free_bytes,
                  other_used, cal, hooks, device, derived):
@@ -323,6 +334,11 @@ class _Walk:
         self.risks: list[str] = []
         self.fail: _Fail | None = None
         self.est_len: int | None = None
+        draft = mtp_draft_bytes(spec, settings, runtime_dtype_bytes(spec, settings), rules.engine)
+        if draft:
+            self.assumptions.append(
+                f"Speculative decoding: the checkpoint's MTP layer is the drafter (+{draft / GIB:.2f}"
+                " GiB of weights on the last stage, one more attention layer in the KV groups).")
 
     # -- budget per stage --
     def _kv_budget(self, st: _Stage) -> Estimate:
@@ -486,13 +502,17 @@ class _Walk:
                 self.risks.append(f"{F.CUDA_GRAPH_OOM}: CUDA graphs (~{g.value_bytes / GIB:.2f} "
                                   f"GiB) must fit in the {free_after_kv / GIB:.2f} GiB left "
                                   "outside gpu_memory_utilization")
-        graph_excess = g.value_bytes if rules.graph_budget != "subtracted" else int(
-            0.2 * g.value_bytes)
+        # NOTE: the captured pool is allocated after the KV cache in every version (§2, steps
+        # 8-9). When the estimate is subtracted (0.20+) the budget left room for it, but the
+        # pool itself still takes memory: ~1.2x the estimate (0.19 logs: "CUDA graph pool
+        # memory: 1.55 GiB (actual), 1.09 GiB (estimated)").
+        graph_pool = g.value_bytes if rules.graph_budget != "subtracted" else int(
+            act.GRAPH_ACTUAL_OVER_ESTIMATE * g.value_bytes)
         # NOTE: the sampler warm-up runs on the last PP rank, after KV and graphs are allocated.
         last = self.stages[-1]
         used_last = ((self.T - self.F) + last.weights.value_bytes + last.non_torch.value_bytes
                      + cap.num_blocks * last.layout.page_size_bytes)
-        free_after_graphs = self.T - used_last - graph_excess
+        free_after_graphs = self.T - used_last - graph_pool
         reqs = min(seqs, self.eff.values["max_num_batched_tokens"])
         need = act.sampler_warmup_bytes(spec, reqs)
         if rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs:
@@ -503,193 +523,3 @@ class _Walk:
             self.risks.append(f"{F.SAMPLER_WARMUP_OOM}: the sampler warm-up needs "
                               f"~{need / GIB:.2f} GiB with {reqs} requests; about "
                               f"{max(free_after_graphs, 0) / GIB:.2f} GiB will be free")
-
-    # -- the Plan --
-    def _ledgers(self) -> tuple[Ledger, ...]:
-        tp = self.s.tensor_parallel_size
-        total = Estimate.exact(self.T, Source.CATALOG if self.gpu.source == "catalog"
-                               else Source.DERIVED, self.gpu.name)
-        free = (Estimate.exact(self.F, Source.MEASURED if self.free_given else Source.DERIVED,
-                               "given" if self.free_given else "total - CUDA context - others")
-                if self.free_given else
-                Estimate.banded(self.F, 0.0, Source.ESTIMATED, "total - CUDA context - others",
-                                abs_bytes=256 << 20))
-        req = Estimate.exact(int(self.R), Source.DERIVED,
-                             f"{'ceil' if self.rules.request_ceil else ''}(u x total)")
-        out = []
-        for st in self.stages:
-            g = st.graph
-            if self.rules.graph_budget != "subtracted":
-                g = Estimate(g.value_bytes, g.low_bytes, g.high_bytes, g.source,
-                             "not budgeted in this version: must fit outside u x total")
-            for t in range(tp):
-                out.append(Ledger(rank=st.pp_rank * tp + t, tp_rank=t, pp_rank=st.pp_rank,
-                                  total=total, free_at_start=free, requested=req,
-                                  weights=st.weights, activation=st.activation,
-                                  non_torch=st.non_torch, cuda_graph=g, kv_cache=st.kv_est,
-                                  kv_bytes_per_token=st.layout.bytes_per_token,
-                                  page_size_bytes=st.layout.page_size_bytes,
-                                  num_blocks=st.num_blocks, layers=st.layers))
-        return tuple(out)
-
-    def _log_lines(self, cap: KvCapacity | None) -> tuple[str, ...]:
-        rules = self.rules
-        if self.device == "cpu":
-            lines = ["Loading weights took … seconds"]
-        else:
-            lines = [msg.weights_log(rules, self.stages[0].weights.value_bytes)]
-        if (self.fail and self.fail.failure in (F.FREE_MEMORY_BELOW_REQUEST, F.WEIGHTS_OOM,
-                                                F.PROFILE_RUN_OOM)):
-            return tuple(lines[:0] if self.fail.failure == F.FREE_MEMORY_BELOW_REQUEST else lines)
-        st = min(self.stages, key=lambda x: x.kv)
-        lay = st.layout
-        if lay.block_size_enlarged:
-            lines.append(msg.block_size_log(lay.block_size))
-            if lay.mamba_padding_pct > 0:
-                lines.append(msg.mamba_padding_log(lay.mamba_padding_pct))
-        if self.s.kv_cache_memory_bytes is not None and self.device != "cpu":
-            lines.append(msg.kv_memory_bytes_log(self.F, self.s.kv_cache_memory_bytes))
-        if self.device != "cpu":
-            lines += msg.available_kv_log(rules, st.kv, total_bytes=self.T, util=self.u,
-                                          weights_bytes=st.weights.value_bytes,
-                                          non_torch_bytes=st.non_torch.value_bytes,
-                                          activation_bytes=st.activation.value_bytes)
-        lines += self.logs
-        if cap is not None and (self.fail is None or self.fail.failure not in (
-                F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN) or rules.engine == "v0"):
-            swap = self.s.swap_space if self.s.swap_space is not None else 4.0
-            cpu_blocks = int(swap * GIB) // cap.page_size_bytes if cap.page_size_bytes else 0
-            lines += self._per_worker_capacity(cap) or msg.capacity_log(
-                rules, cap.num_blocks, cap.tokens, cap.max_model_len, cap.max_concurrency,
-                num_cpu_blocks=cpu_blocks, device="CPU" if self.device == "cpu" else "GPU")
-        return tuple(lines)
-
-    def _per_worker_capacity(self, cap: KvCapacity) -> tuple[str, ...]:
-        """≤0.11.0 v1 prints the capacity once per PP stage's workers, before the minimum."""
-        rules = self.rules
-        if not (rules.log_capacity_per_worker and rules.engine == "v1"
-                and len(self.stages) > 1) or self.s.num_gpu_blocks_override:
-            return ()
-        out: list[str] = []
-        for st in self.stages:
-            conc = kvm.concurrency(rules, st.layout, st.num_blocks, cap.max_model_len, "v1")
-            toks = kvm.tokens(rules, st.layout, st.num_blocks, conc, cap.max_model_len, "v1")
-            out += msg.capacity_log(rules, st.num_blocks, toks, cap.max_model_len, conc)
-        return tuple(out)
-
-    def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
-        st = min(self.stages, key=lambda x: x.kv)
-        g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
-        out = [f"vLLM {self.version} ({self.rules.engine} engine; rules of {self.rules.version}).",
-               f"Total memory {g(self.T)} as CUDA reports it for {self.gpu.name} "
-               f"({self.gpu.source}).",
-               (f"Free memory at vLLM's snapshot: {g(self.F)}" + (" (given)." if self.free_given
-                else f" (total minus ~{g(self.ctx)} CUDA context"
-                     + (" and NCCL" if self.rules.snapshot_after_nccl and self.s.world_size > 1
-                        else "") + ")."))]
-        out.append(f"Weights per rank {g(st.weights.value_bytes)} ({st.weights.source.value}: "
-                   f"{st.weights.note}).")
-        out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"
-                   f"; {self.eff.values['max_num_batched_tokens']} batched tokens, "
-                   f"{self.eff.values['max_num_seqs']} seqs).")
-        out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
-                   f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}).")
-        gm = {"headroom": "not budgeted: graphs must fit in the memory outside u x total",
-              "estimated": "estimated and logged but not subtracted "
-                           "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)",
-              "subtracted": "subtracted from the budget"}[self.rules.graph_budget]
-        out.append(f"CUDA graphs {g(st.graph.value_bytes)} ({st.graph.source.value}; {gm}).")
-        if self.rules.whole_gpu:
-            out.append("This version charges everything already on the GPU (other processes, "
-                       "CUDA context) to the KV budget.")
-        if self.gpu.uma and self.rules.uma_free_is_host_ram:
-            out.append(f"{self.gpu.name} has unified memory: from 0.20 vLLM takes the host's "
-                       "available RAM as free memory; pass the measured value as free memory.")
-        if self._load_transient():
-            out.append("Online FP8 materializes each layer in 16-bit while loading (up to 0.18): "
-                       f"~{g(self._load_transient())} more at the load peak.")
-        if cap is not None:
-            out.append(f"KV: {cap.bytes_per_token} B/token per rank, block size "
-                       f"{cap.block_size}, {cap.page_size_bytes} B per block, "
-                       f"{cap.blocks_per_request} blocks per request of {cap.max_model_len}.")
-        out += self.assumptions
-        out += list(self.spec.notes)
-        return tuple(out)
-
-    def _fixes(self, cap: KvCapacity | None) -> tuple[Fix, ...]:
-        if self.fail is None:
-            return ()
-        f, s, rules = self.fail.failure, self.s, self.rules
-        st = min(self.stages, key=lambda x: x.kv)
-        out: list[Fix] = []
-        max_u = min(0.98, math.floor(self.F / self.T * 100) / 100)
-        tp2 = s.tensor_parallel_size * 2
-        heads = self.spec.num_attention_heads or 1
-        tp_ok = heads % tp2 == 0
-
-        def util_for(extra_bytes: float) -> float | None:
-            u = math.ceil((self.R + extra_bytes) / self.T * 100) / 100
-            return u if self.u < u <= max_u else None
-
-        if f == F.FREE_MEMORY_BELOW_REQUEST:
-            u = math.floor(self.F / self.T * 100) / 100 - 0.01
-            out.append(Fix(f"lower --gpu-memory-utilization to {u:.2f} (free memory is "
-                           f"{self.F / GIB:.2f} GiB)", {"--gpu-memory-utilization": f"{u:.2f}"}))
-            out.append(Fix("stop the other processes on the GPU", {}))
-        elif f in (F.WEIGHTS_OOM, F.PROFILE_RUN_OOM):
-            if tp_ok:
-                out.append(Fix(f"shard the weights: -tp {tp2}", {"--tensor-parallel-size": str(tp2)}))
-            if f == F.PROFILE_RUN_OOM:
-                out.append(Fix("lower --max-num-batched-tokens to 2048",
-                               {"--max-num-batched-tokens": "2048"}))
-            if not self.spec.quant:
-                out.append(Fix("quantize the weights: --quantization fp8",
-                               {"--quantization": "fp8"}))
-        elif f in (F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN):
-            need = st.layout.needed_bytes(self.L) + (st.layout.page_size_bytes
-                                                     if rules.null_block_in_check else 0)
-            u = util_for(need - st.kv)
-            if u is not None:
-                out.append(Fix(f"raise --gpu-memory-utilization to {u:.2f}",
-                               {"--gpu-memory-utilization": f"{u:.2f}"}))
-            if self.est_len:
-                out.append(Fix(f"lower --max-model-len to {self.est_len}",
-                               {"--max-model-len": str(self.est_len)}))
-            if (s.kv_cache_dtype or "auto") == "auto" and st.layout.bytes_per_token and \
-                    st.kv > 0 and need / 2 <= st.kv:
-                out.append(Fix("store the KV cache in fp8: --kv-cache-dtype fp8",
-                               {"--kv-cache-dtype": "fp8"}))
-            if tp_ok:
-                out.append(Fix(f"spread the model over more GPUs: -tp {tp2}",
-                               {"--tensor-parallel-size": str(tp2)}))
-        elif f == F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS and cap is not None:
-            out.append(Fix(f"lower --max-num-seqs to {cap.num_blocks}",
-                           {"--max-num-seqs": str(cap.num_blocks)}))
-        elif f == F.CUDA_GRAPH_OOM:
-            out.append(Fix("lower --gpu-memory-utilization by 0.05 to leave room for CUDA graphs",
-                           {"--gpu-memory-utilization": f"{self.u - 0.05:.2f}"}))
-            out.append(Fix("disable CUDA graphs: --enforce-eager", {"--enforce-eager": ""}))
-        elif f == F.SAMPLER_WARMUP_OOM:
-            seqs = max(1, self.eff.values["max_num_seqs"] // 2)
-            out.append(Fix(f"lower --max-num-seqs to {seqs}", {"--max-num-seqs": str(seqs)}))
-            out.append(Fix("lower --gpu-memory-utilization by 0.03",
-                           {"--gpu-memory-utilization": f"{self.u - 0.03:.2f}"}))
-        return tuple(out)
-
-    def _build(self, cap: KvCapacity | None) -> Plan:
-        outcome = Outcome(ok=self.fail is None, failure=self.fail.failure if self.fail else None,
-                          message=self.fail.message if self.fail else None,
-                          risks=tuple(self.risks))
-        eff = self.eff
-        if cap is not None:
-            eff.set("block_size", cap.block_size,
-                    Source.USER if self.s.block_size else Source.VLLM_DEFAULT)
-        kv_b, kv_name = kvm.kv_dtype_bytes(self.spec, self.s, self.rules,
-                                           runtime_dtype_bytes(self.spec, self.s))
-        eff.set("kv_cache_dtype", kv_name, Source.USER if kv_name == self.s.kv_cache_dtype
-                and self.s.kv_cache_dtype != "auto" else Source.VLLM_DEFAULT)
-        return Plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
-                    engine=self.rules.engine, outcome=outcome, ledgers=self._ledgers(), kv=cap,
-                    settings=dict(eff.values), settings_sources=dict(eff.sources),
-                    log_lines=self._log_lines(cap), assumptions=self._assumptions(cap),
-                    fixes=self._fixes(cap), calibrated=self.cal is not None)

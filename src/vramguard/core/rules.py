@@ -67,6 +67,7 @@ class VllmRules:
     group_aware_check: bool = False          # 0.14+
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks
+    gpt_oss_capture_override: bool = False   # 0.11+: gpt-oss captures up to 992/1024 tokens
     kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
     # ---- max_model_len derivation (§7) ----
@@ -142,6 +143,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
                       "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
      "v0 removed (§1a); heavier dummy sampler (fitted)"),
+    ("0.11.0", "v1", {"gpt_oss_capture_override": True},
+     "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},

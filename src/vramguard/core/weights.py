@@ -176,6 +176,20 @@ def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int) -> int:
     return int(slots * rank * per_layer * layers * dtype_b / max(1, settings.tensor_parallel_size))
 
 
+def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: str) -> int:
+    """MTP drafter weights on the last PP stage, per TP rank (0 without speculative decoding).
+
+    NOTE: with speculative decoding on a checkpoint that carries MTP layers, vLLM's drafter
+    loads them inside the same "Model loading took" measurement (v1 `load_model` then
+    `drafter.load_model`); embedding and LM head are shared with the target. Counted 16-bit:
+    MTP layers are commonly left unquantized (e.g. GLM-5.3-NVFP4's BF16 MTP layer).
+    Same assumption as `kv.draft_attention`: a model's MTP layers are its drafter.
+    """
+    if engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params:
+        return 0
+    return int(spec.mtp_params * dtype_b / max(1, settings.tensor_parallel_size))
+
+
 def weights_per_rank(spec: ModelSpec, settings: Settings,
                      compute_capability: tuple[int, int] | None = None) -> tuple[RankWeights, ...]:
     """Weight bytes on each PP stage (TP ranks of one stage hold the same amount)."""

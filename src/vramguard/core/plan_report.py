@@ -1,0 +1,211 @@
+"""The outcome builder: a finished startup walk -> `Plan` (ledgers, log lines, assumptions, fixes).
+
+`PlanReport` is mixed into the planner's `_Walk`; it only reads what the walk decided
+(`self.stages`, `self.fail`, `self.risks`, `self.logs`, ...) and computes nothing new.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import failures as F
+from . import kv as kvm
+from . import messages as msg
+from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
+from .provenance import GIB, Estimate, Source
+from .weights import runtime_dtype_bytes
+
+__all__ = ["PlanReport"]
+
+
+class PlanReport:
+    """The `Plan` of a startup walk (mixin of `planner._Walk`)."""
+
+    def _ledgers(self) -> tuple[Ledger, ...]:
+        tp = self.s.tensor_parallel_size
+        total = Estimate.exact(self.T, Source.CATALOG if self.gpu.source == "catalog"
+                               else Source.DERIVED, self.gpu.name)
+        free = (Estimate.exact(self.F, Source.MEASURED if self.free_given else Source.DERIVED,
+                               "given" if self.free_given else "total - CUDA context - others")
+                if self.free_given else
+                Estimate.banded(self.F, 0.0, Source.ESTIMATED, "total - CUDA context - others",
+                                abs_bytes=256 << 20))
+        req = Estimate.exact(int(self.R), Source.DERIVED,
+                             f"{'ceil' if self.rules.request_ceil else ''}(u x total)")
+        out = []
+        for st in self.stages:
+            g = st.graph
+            if self.rules.graph_budget != "subtracted":
+                g = Estimate(g.value_bytes, g.low_bytes, g.high_bytes, g.source,
+                             "not budgeted in this version: must fit outside u x total")
+            for t in range(tp):
+                out.append(Ledger(rank=st.pp_rank * tp + t, tp_rank=t, pp_rank=st.pp_rank,
+                                  total=total, free_at_start=free, requested=req,
+                                  weights=st.weights, activation=st.activation,
+                                  non_torch=st.non_torch, cuda_graph=g, kv_cache=st.kv_est,
+                                  kv_bytes_per_token=st.layout.bytes_per_token,
+                                  page_size_bytes=st.layout.page_size_bytes,
+                                  num_blocks=st.num_blocks, layers=st.layers))
+        return tuple(out)
+
+    def _log_lines(self, cap: KvCapacity | None) -> tuple[str, ...]:
+        rules = self.rules
+        if self.device == "cpu":
+            lines = ["Loading weights took … seconds"]
+        else:
+            lines = [msg.weights_log(rules, self.stages[0].weights.value_bytes)]
+        if (self.fail and self.fail.failure in (F.FREE_MEMORY_BELOW_REQUEST, F.WEIGHTS_OOM,
+                                                F.PROFILE_RUN_OOM)):
+            return tuple(lines[:0] if self.fail.failure == F.FREE_MEMORY_BELOW_REQUEST else lines)
+        st = min(self.stages, key=lambda x: x.kv)
+        lay = st.layout
+        if lay.block_size_enlarged:
+            lines.append(msg.block_size_log(lay.block_size))
+            if lay.mamba_padding_pct > 0:
+                lines.append(msg.mamba_padding_log(lay.mamba_padding_pct))
+        if self.s.kv_cache_memory_bytes is not None and self.device != "cpu":
+            lines.append(msg.kv_memory_bytes_log(self.F, self.s.kv_cache_memory_bytes))
+        if self.device != "cpu":
+            lines += msg.available_kv_log(rules, st.kv, total_bytes=self.T, util=self.u,
+                                          weights_bytes=st.weights.value_bytes,
+                                          non_torch_bytes=st.non_torch.value_bytes,
+                                          activation_bytes=st.activation.value_bytes)
+        lines += self.logs
+        if cap is not None and (self.fail is None or self.fail.failure not in (
+                F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN) or rules.engine == "v0"):
+            swap = self.s.swap_space if self.s.swap_space is not None else 4.0
+            cpu_blocks = int(swap * GIB) // cap.page_size_bytes if cap.page_size_bytes else 0
+            lines += self._per_worker_capacity(cap) or msg.capacity_log(
+                rules, cap.num_blocks, cap.tokens, cap.max_model_len, cap.max_concurrency,
+                num_cpu_blocks=cpu_blocks, device="CPU" if self.device == "cpu" else "GPU")
+        return tuple(lines)
+
+    def _per_worker_capacity(self, cap: KvCapacity) -> tuple[str, ...]:
+        """≤0.11.0 v1 prints the capacity once per PP stage's workers, before the minimum."""
+        rules = self.rules
+        if not (rules.log_capacity_per_worker and rules.engine == "v1"
+                and len(self.stages) > 1) or self.s.num_gpu_blocks_override:
+            return ()
+        out: list[str] = []
+        for st in self.stages:
+            conc = kvm.concurrency(rules, st.layout, st.num_blocks, cap.max_model_len, "v1")
+            toks = kvm.tokens(rules, st.layout, st.num_blocks, conc, cap.max_model_len, "v1")
+            out += msg.capacity_log(rules, st.num_blocks, toks, cap.max_model_len, conc)
+        return tuple(out)
+
+    def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
+        st = min(self.stages, key=lambda x: x.kv)
+        g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+        out = [f"vLLM {self.version} ({self.rules.engine} engine; rules of {self.rules.version}).",
+               f"Total memory {g(self.T)} as CUDA reports it for {self.gpu.name} "
+               f"({self.gpu.source}).",
+               (f"Free memory at vLLM's snapshot: {g(self.F)}" + (" (given)." if self.free_given
+                else f" (total minus ~{g(self.ctx)} CUDA context"
+                     + (" and NCCL" if self.rules.snapshot_after_nccl and self.s.world_size > 1
+                        else "") + ")."))]
+        out.append(f"Weights per rank {g(st.weights.value_bytes)} ({st.weights.source.value}: "
+                   f"{st.weights.note}).")
+        out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"
+                   f"; {self.eff.values['max_num_batched_tokens']} batched tokens, "
+                   f"{self.eff.values['max_num_seqs']} seqs).")
+        out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
+                   f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}).")
+        gm = {"headroom": "not budgeted: graphs must fit in the memory outside u x total",
+              "estimated": "estimated and logged but not subtracted "
+                           "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)",
+              "subtracted": "subtracted from the budget"}[self.rules.graph_budget]
+        out.append(f"CUDA graphs {g(st.graph.value_bytes)} ({st.graph.source.value}; {gm}).")
+        if self.rules.whole_gpu:
+            out.append("This version charges everything already on the GPU (other processes, "
+                       "CUDA context) to the KV budget.")
+        if self.gpu.uma and self.rules.uma_free_is_host_ram:
+            out.append(f"{self.gpu.name} has unified memory: from 0.20 vLLM takes the host's "
+                       "available RAM as free memory; pass the measured value as free memory.")
+        if self._load_transient():
+            out.append("Online FP8 materializes each layer in 16-bit while loading (up to 0.18): "
+                       f"~{g(self._load_transient())} more at the load peak.")
+        if cap is not None:
+            out.append(f"KV: {cap.bytes_per_token} B/token per rank, block size "
+                       f"{cap.block_size}, {cap.page_size_bytes} B per block, "
+                       f"{cap.blocks_per_request} blocks per request of {cap.max_model_len}.")
+        out += self.assumptions
+        out += list(self.spec.notes)
+        return tuple(out)
+
+    def _fixes(self, cap: KvCapacity | None) -> tuple[Fix, ...]:
+        if self.fail is None:
+            return ()
+        f, s, rules = self.fail.failure, self.s, self.rules
+        st = min(self.stages, key=lambda x: x.kv)
+        out: list[Fix] = []
+        max_u = min(0.98, math.floor(self.F / self.T * 100) / 100)
+        tp2 = s.tensor_parallel_size * 2
+        heads = self.spec.num_attention_heads or 1
+        tp_ok = heads % tp2 == 0
+
+        def util_for(extra_bytes: float) -> float | None:
+            u = math.ceil((self.R + extra_bytes) / self.T * 100) / 100
+            return u if self.u < u <= max_u else None
+
+        if f == F.FREE_MEMORY_BELOW_REQUEST:
+            u = math.floor(self.F / self.T * 100) / 100 - 0.01
+            out.append(Fix(f"lower --gpu-memory-utilization to {u:.2f} (free memory is "
+                           f"{self.F / GIB:.2f} GiB)", {"--gpu-memory-utilization": f"{u:.2f}"}))
+            out.append(Fix("stop the other processes on the GPU", {}))
+        elif f in (F.WEIGHTS_OOM, F.PROFILE_RUN_OOM):
+            if tp_ok:
+                out.append(Fix(f"shard the weights: -tp {tp2}", {"--tensor-parallel-size": str(tp2)}))
+            if f == F.PROFILE_RUN_OOM:
+                out.append(Fix("lower --max-num-batched-tokens to 2048",
+                               {"--max-num-batched-tokens": "2048"}))
+            if not self.spec.quant:
+                out.append(Fix("quantize the weights: --quantization fp8",
+                               {"--quantization": "fp8"}))
+        elif f in (F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN):
+            need = st.layout.needed_bytes(self.L) + (st.layout.page_size_bytes
+                                                     if rules.null_block_in_check else 0)
+            u = util_for(need - st.kv)
+            if u is not None:
+                out.append(Fix(f"raise --gpu-memory-utilization to {u:.2f}",
+                               {"--gpu-memory-utilization": f"{u:.2f}"}))
+            if self.est_len:
+                out.append(Fix(f"lower --max-model-len to {self.est_len}",
+                               {"--max-model-len": str(self.est_len)}))
+            if (s.kv_cache_dtype or "auto") == "auto" and st.layout.bytes_per_token and \
+                    st.kv > 0 and need / 2 <= st.kv:
+                out.append(Fix("store the KV cache in fp8: --kv-cache-dtype fp8",
+                               {"--kv-cache-dtype": "fp8"}))
+            if tp_ok:
+                out.append(Fix(f"spread the model over more GPUs: -tp {tp2}",
+                               {"--tensor-parallel-size": str(tp2)}))
+        elif f == F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS and cap is not None:
+            out.append(Fix(f"lower --max-num-seqs to {cap.num_blocks}",
+                           {"--max-num-seqs": str(cap.num_blocks)}))
+        elif f == F.CUDA_GRAPH_OOM:
+            out.append(Fix("lower --gpu-memory-utilization by 0.05 to leave room for CUDA graphs",
+                           {"--gpu-memory-utilization": f"{self.u - 0.05:.2f}"}))
+            out.append(Fix("disable CUDA graphs: --enforce-eager", {"--enforce-eager": ""}))
+        elif f == F.SAMPLER_WARMUP_OOM:
+            seqs = max(1, self.eff.values["max_num_seqs"] // 2)
+            out.append(Fix(f"lower --max-num-seqs to {seqs}", {"--max-num-seqs": str(seqs)}))
+            out.append(Fix("lower --gpu-memory-utilization by 0.03",
+                           {"--gpu-memory-utilization": f"{self.u - 0.03:.2f}"}))
+        return tuple(out)
+
+    def _build(self, cap: KvCapacity | None) -> Plan:
+        outcome = Outcome(ok=self.fail is None, failure=self.fail.failure if self.fail else None,
+                          message=self.fail.message if self.fail else None,
+                          risks=tuple(self.risks))
+        eff = self.eff
+        if cap is not None:
+            eff.set("block_size", cap.block_size,
+                    Source.USER if self.s.block_size else Source.VLLM_DEFAULT)
+        kv_b, kv_name = kvm.kv_dtype_bytes(self.spec, self.s, self.rules,
+                                           runtime_dtype_bytes(self.spec, self.s))
+        eff.set("kv_cache_dtype", kv_name, Source.USER if kv_name == self.s.kv_cache_dtype
+                and self.s.kv_cache_dtype != "auto" else Source.VLLM_DEFAULT)
+        return Plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
+                    engine=self.rules.engine, outcome=outcome, ledgers=self._ledgers(), kv=cap,
+                    settings=dict(eff.values), settings_sources=dict(eff.sources),
+                    log_lines=self._log_lines(cap), assumptions=self._assumptions(cap),
+                    fixes=self._fixes(cap), calibrated=self.cal is not None)
