@@ -57,11 +57,13 @@ def test_pressure_metrics_and_alerts(vllm_kv_pressure):
     window = [sampler.sample_once()]
     base = window[0].endpoints[0].to_dict()["num_preemptions_total"]
     errors: list = []
-    threads = _load(vllm_kv_pressure.url, 8, 100, 100, errors)
+    # NOTE: 16 requests of 100 + 150 tokens (2 blocks each, one fits at a time) keep the pool
+    # full for many seconds, so the peak is seen even when a scrape is slow on busy cores.
+    threads = _load(vllm_kv_pressure.url, 16, 100, 150, errors)
     deadline = time.monotonic() + 120
     while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
         window.append(sampler.sample_once())
-        time.sleep(0.05)
+        time.sleep(0.02)
     for t in threads:
         t.join(timeout=10)
     window.append(sampler.sample_once())
