@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from ._options import SplitArgs, split_options
+
 HELP = """\
 usage: vramguard check MODEL [vLLM flags] [options]
        vramguard check [options] -- vllm serve MODEL [vLLM flags]
@@ -47,81 +49,32 @@ or the GPUs could not be read (no driver, GPU lost, ...).
 OWN_VALUE = ("--window", "--interval", "--headroom-gib", "--min-free-gib", "--vllm-version",
              "--engine")
 OWN_BOOL = ("--json", "--offline", "--no-host", "--no-color")
-_LAUNCHERS = ("vllm", "docker", "podman", "python", "python3")
-
-
-@dataclass
-class Options:
-    """vramguard's own options, the vLLM tokens given before `--`, and the pasted command."""
-
-    values: dict[str, str] = field(default_factory=dict)
-    flags: set[str] = field(default_factory=set)
-    vllm_tokens: list[str] = field(default_factory=list)
-    pasted: list[str] | None = None
-    help: bool = False
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        return self.values.get(name, default)
-
-    def on(self, name: str) -> bool:
-        return name in self.flags
+# NOTE: `Options` (vramguard's own options by name, the vLLM tokens before `--`, the pasted
+# command) is the shared splitter's result; `run` uses it through `parse_options` too.
+Options = SplitArgs
 
 
 def parse_options(argv: Sequence[str], *, value_flags: Sequence[str] = OWN_VALUE,
                   bool_flags: Sequence[str] = OWN_BOOL, allow_tokens: bool = True) -> Options:
-    """Split vramguard's options from the vLLM tokens and the command after `--`."""
-    from ..errors import UsageError
-    opts = Options()
-    argv = list(argv)
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        i += 1
-        if tok == "--":
-            opts.pasted = argv[i:]
-            break
-        if tok in ("-h", "--help"):
-            opts.help = True
-            continue
-        name, eq, inline = tok.partition("=")
-        name = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
-        if name in bool_flags:
-            if eq:
-                raise UsageError("takes no value", where=name)
-            opts.flags.add(name)
-        elif name in value_flags:
-            if not eq:
-                if i >= len(argv) or argv[i].startswith("--"):
-                    raise UsageError("expected a value after it", where=name,
-                                     fix=f"Write {name} VALUE")
-                inline = argv[i]
-                i += 1
-            opts.values[name] = inline
-        elif allow_tokens:
-            opts.vllm_tokens.append(tok)
-        else:
-            raise UsageError(f"unknown option {tok!r}", where=None,
-                             fix="vLLM's flags go after `--`, with the whole command: "
-                                 "`-- vllm serve MODEL ...`")
+    """Split vramguard's options from the vLLM tokens and the command after `--`. Without
+    `allow_tokens` (vramguard run) a token that is none of the options is an error."""
+    opts = split_options(argv, bool_flags=bool_flags, value_flags=value_flags)
+    if opts.vllm_tokens and not allow_tokens:
+        from ..errors import UsageError
+        raise UsageError(f"unknown option {opts.vllm_tokens[0]!r}", where=None,
+                         fix="vLLM's flags go after `--`, with the whole command: "
+                             "`-- vllm serve MODEL ...`")
     return opts
 
 
 def vllm_command(opts: Options):
     """The VllmCommand from the pasted command line or the MODEL + flags given to check."""
     from ..errors import UsageError
-    from ..sources import vllm_args
-    if opts.pasted is not None:
-        if opts.vllm_tokens:
-            raise UsageError(f"unexpected {opts.vllm_tokens[0]!r} before `--`",
-                             fix="With `--`, put every vLLM flag in the pasted command")
-        cmd = vllm_args.parse_vllm_command(opts.pasted)
-    else:
-        tokens = opts.vllm_tokens
-        head = tokens[0].rsplit("/", 1)[-1] if tokens else ""
-        if head in _LAUNCHERS or (tokens and "=" in tokens[0] and not tokens[0].startswith("-")):
-            cmd = vllm_args.parse_vllm_command(tokens)
-        else:
-            cmd = vllm_args.parse_vllm_args(tokens)
+    from ..sources.vllm_args import command_from_tokens
+    if opts.pasted is not None and opts.vllm_tokens:
+        raise UsageError(f"unexpected {opts.vllm_tokens[0]!r} before `--`",
+                         fix="With `--`, put every vLLM flag in the pasted command")
+    cmd = command_from_tokens(opts.vllm_tokens, opts.pasted)
     if not cmd.model:
         raise UsageError("no model given", where="vramguard check",
                          fix="Write `vramguard check MODEL [flags]` or "

@@ -54,7 +54,6 @@ _OWN_VALUE = ("--gpu", "--gpu-memory-gib", "--gpu-free-gib", "--vllm-version", "
               "--db")
 _OWN_BOOL = ("--json", "--all-ranks", "--offline", "--fail-on-error", "--no-color",
              "--no-calibration")
-_LAUNCHERS = ("vllm", "docker", "podman", "python", "python3", "uv", "uvx", "sudo", "env")
 
 
 class _Options:
@@ -72,47 +71,13 @@ class _Options:
         self.help = False
 
 
-def _own_name(token: str) -> str:
-    name = token.split("=", 1)[0]
-    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
-
-
 def parse_options(argv: list[str]) -> _Options:
-    """Split vramguard's own options from the vLLM flags and the pasted command."""
-    from ..errors import UsageError
-    opts = _Options()
-    i = 0
-    rest = opts.vllm_tokens
-    while i < len(argv):
-        tok = argv[i]
-        i += 1
-        if tok == "--" and opts.pasted is None:
-            # NOTE: vramguard's own options are still recognised after `--` (none of them
-            # is a vLLM flag), so `vramguard plan -- vllm serve M ... --json` works.
-            opts.pasted = rest = []
-            continue
-        if tok in ("-h", "--help"):
-            opts.help = True
-            continue
-        name = _own_name(tok)
-        if name in _OWN_BOOL:
-            if "=" in tok:
-                raise UsageError("takes no value", where=name)
-            setattr(opts, name[2:].replace("-", "_"), True)
-            continue
-        if name in _OWN_VALUE:
-            if "=" in tok:
-                value = tok.split("=", 1)[1]
-            elif i < len(argv) and not argv[i].startswith("--"):
-                value = argv[i]
-                i += 1
-            else:
-                raise UsageError("expected a value after it", where=name,
-                                 fix=f"Write {name} VALUE.")
-            setattr(opts, name[2:].replace("-", "_"), value)
-            continue
-        rest.append(tok)
-    return opts
+    """Split vramguard's own options from the vLLM flags and the pasted command. Own
+    options are recognised anywhere, also after `--` (none of them is a vLLM flag)."""
+    from ._options import split_options
+    split = split_options(argv, bool_flags=_OWN_BOOL, value_flags=_OWN_VALUE,
+                          own_after_dashdash=True)
+    return split.set_attributes(_Options())
 
 
 def _positive_gib(flag: str, text: str) -> float:
@@ -130,29 +95,13 @@ def _positive_gib(flag: str, text: str) -> float:
 def _command(opts: _Options):
     """The VllmCommand from the pasted line and/or the flags given to plan."""
     from ..errors import UsageError
-    from ..sources import vllm_args
-    tokens = opts.vllm_tokens
-    if opts.pasted is not None:
-        pasted = opts.pasted
-        if not pasted:
-            raise UsageError("nothing after `--`", where="vramguard plan",
-                             fix="Paste the launch command after `--`: "
-                                 "`vramguard plan -- vllm serve MODEL ...`.")
-        cmd = vllm_args.parse_vllm_command(pasted)
-        if tokens:
-            extra = vllm_args.parse_vllm_args(tokens, base=cmd.settings)
-            from dataclasses import replace
-            cmd = replace(cmd, model=extra.model, settings=extra.settings,
-                          ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes,
-                          unmodeled=cmd.unmodeled + extra.unmodeled,
-                          args=cmd.args + extra.args)
-        return cmd
+    from ..sources.vllm_args import command_from_tokens
+    if opts.pasted == []:
+        raise UsageError("nothing after `--`", where="vramguard plan",
+                         fix="Paste the launch command after `--`: "
+                             "`vramguard plan -- vllm serve MODEL ...`.")
     # `vramguard plan vllm serve M ...` / `vramguard plan "VAR=1 vllm serve M ..."` work too
-    first = tokens[0].split()[0] if tokens and tokens[0].strip() else ""
-    head = first.rsplit("/", 1)[-1]
-    if head in _LAUNCHERS or head.startswith("python") or ("=" in first and first[0] != "-"):
-        return vllm_args.parse_vllm_command(tokens)
-    return vllm_args.parse_vllm_args(tokens)
+    return command_from_tokens(opts.vllm_tokens, opts.pasted)
 
 
 def _gpu(opts: _Options) -> tuple[object, list[str]]:

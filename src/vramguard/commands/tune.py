@@ -52,7 +52,6 @@ _OWN_VALUE = ("--gpu", "--num-gpus", "--gpu-memory-gib", "--gpu-free-gib", "--wo
               "--workload-file", "--concurrency", "--target-kv-usage", "--headroom-gib",
               "--vllm-version", "--engine", "--plot")
 _OWN_BOOL = ("--json", "--offline", "--no-fp8-weights", "--no-more-gpus", "--no-color")
-_LAUNCHERS = ("vllm", "docker", "podman", "python", "python3", "uv", "uvx", "sudo", "env")
 
 
 class Options:
@@ -69,48 +68,13 @@ class Options:
         self.help = False
 
 
-def _name(token: str) -> str:
-    name = token.split("=", 1)[0]
-    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
-
-
 def parse_options(argv: list[str]) -> Options:
-    """Split vramguard's own options from the vLLM flags (pins) and a pasted command."""
-    from ..errors import UsageError
-    opts = Options()
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        i += 1
-        if tok == "--":
-            opts.pasted = argv[i:]
-            break
-        if tok in ("-h", "--help"):
-            opts.help = True
-            continue
-        name = _name(tok)
-        if name in _OWN_BOOL:
-            if "=" in tok:
-                raise UsageError("takes no value", where=name)
-            setattr(opts, name[2:].replace("-", "_"), True)
-            continue
-        if name in _OWN_VALUE:
-            if "=" in tok:
-                value = tok.split("=", 1)[1]
-            elif i < len(argv) and not argv[i].startswith("--"):
-                value = argv[i]
-                i += 1
-            else:
-                raise UsageError("expected a value after it", where=name,
-                                 fix=f"Write {name} VALUE.")
-            attr = name[2:].replace("-", "_")
-            if attr == "gpu":
-                opts.gpu.append(value)
-            else:
-                setattr(opts, attr, value)
-            continue
-        opts.vllm_tokens.append(tok)
-    return opts
+    """Split vramguard's own options from the vLLM flags (pins) and a pasted command;
+    --gpu may be repeated."""
+    from ._options import split_options
+    split = split_options(argv, bool_flags=_OWN_BOOL, value_flags=_OWN_VALUE,
+                          repeatable=("--gpu",))
+    return split.set_attributes(Options())
 
 
 def _number(flag: str, text: str, *, kind=float, low: float = 0.0, allow_low: bool = False):
@@ -129,20 +93,8 @@ def _number(flag: str, text: str, *, kind=float, low: float = 0.0, allow_low: bo
 
 def _command(opts: Options):
     """The VllmCommand (model + pinned Settings) from the pasted line and/or the flags."""
-    from ..sources import vllm_args
-    tokens = opts.vllm_tokens
-    if opts.pasted is not None:
-        cmd = vllm_args.parse_vllm_command(opts.pasted)
-        if tokens:
-            from dataclasses import replace
-            extra = vllm_args.parse_vllm_args(tokens, base=cmd.settings)
-            cmd = replace(cmd, model=extra.model, settings=extra.settings,
-                          ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes)
-        return cmd
-    head = tokens[0].rsplit("/", 1)[-1] if tokens else ""
-    if head in _LAUNCHERS:
-        return vllm_args.parse_vllm_command(tokens)
-    return vllm_args.parse_vllm_args(tokens)
+    from ..sources.vllm_args import command_from_tokens
+    return command_from_tokens(opts.vllm_tokens, opts.pasted)
 
 
 def gpu_names(opts: Options) -> list[str]:

@@ -14,7 +14,8 @@ assignments returned in `env`:
     docker run ... vllm/vllm-openai:v0.10.1 --model MODEL ...   (tag -> version_hint)
 (the shapes live in `vllm_launch`, the flag table in `vllm_flags`).
 
-Public API: `parse_vllm_command`, `parse_vllm_args`, `settings_from_mapping`,
+Public API: `parse_vllm_command`, `parse_vllm_args`, `command_from_tokens` (a command's
+vLLM flags and/or pasted line), `settings_from_mapping`,
 `command_with` (the user's own line with a fix applied), `settings_to_args` +
 `format_command` (a line from Settings alone), `human_readable_int`.
 `yaml` is imported here and nowhere else, and only when a `--config` file is read.
@@ -576,6 +577,32 @@ def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCom
                   f"{' '.join(unmodeled_env)} (the plan is made without them)",)
     return replace(cmd, env=env, version_hint=version, launcher=launcher or name, prefix=prefix,
                    notes=notes)
+
+
+_LAUNCH_WORDS = ("vllm", "docker", "podman", "python", "python3", "uv", "uvx", "sudo", "env")
+
+
+def command_from_tokens(tokens: list[str], pasted: list[str] | None = None) -> VllmCommand:
+    """The VllmCommand a vramguard command was given: vLLM `tokens` (MODEL and flags, before
+    `--`) and/or a `pasted` launch line (the words after `--`, or one quoted string). The
+    tokens' flags and MODEL win over the pasted line's, as later flags do in vLLM. Without a
+    pasted line, tokens that start like one (`vllm`, `python...`, `docker`, `uv`, `VAR=value`,
+    also as one quoted word) are parsed as a launch line."""
+    if pasted is None:
+        first = tokens[0].split()[0] if tokens and tokens[0].strip() else ""
+        head = first.rsplit("/", 1)[-1]
+        env_word = "=" in first and first[0] != "-"
+        if head in _LAUNCH_WORDS or head.startswith("python") or env_word:
+            return parse_vllm_command(list(tokens))
+        return parse_vllm_args(list(tokens))
+    cmd = parse_vllm_command(list(pasted))
+    if not tokens:
+        return cmd
+    extra = parse_vllm_args(list(tokens), base=cmd.settings)
+    from dataclasses import replace
+    return replace(cmd, model=extra.model, settings=extra.settings,
+                   ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes,
+                   unmodeled=cmd.unmodeled + extra.unmodeled, args=cmd.args + extra.args)
 
 
 # ---------------------------------------------------------------------------------------

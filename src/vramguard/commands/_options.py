@@ -1,0 +1,119 @@
+"""Split a command's own options from the vLLM flags and a pasted launch line.
+
+`vramguard plan`, `tune`, `check` and `run` take vLLM's flags verbatim next to their own
+options, and a whole launch command after `--`:
+
+    vramguard plan MODEL -tp 2 --gpu L4 --json
+    vramguard plan --gpu L4 -- vllm serve MODEL -tp 2 --json
+
+`split_options` does that split once for all of them. No argparse (it would reject vLLM's
+flags, and cost `vramguard plan` cold-start time); no imports at module level.
+"""
+
+from __future__ import annotations
+
+
+class SplitArgs:
+    """What `split_options` found in an argv.
+
+    `values` maps a valued option's flag name (`--gpu`) to its value (a list of values for
+    a repeatable one), `flags` holds the boolean options given, `vllm_tokens` everything else
+    before `--` (MODEL and vLLM flags, in order), `pasted` the launch line after `--` (None
+    without `--`), `help` whether -h/--help was given.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[str, str | list[str]] = {}
+        self.flags: set[str] = set()
+        self.vllm_tokens: list[str] = []
+        self.pasted: list[str] | None = None
+        self.help = False
+
+    def __repr__(self) -> str:
+        return (f"SplitArgs(values={self.values!r}, flags={sorted(self.flags)!r}, "
+                f"vllm_tokens={self.vllm_tokens!r}, pasted={self.pasted!r}, help={self.help})")
+
+    def get(self, name: str, default: str | None = None):
+        """The value of the valued option `name` (`--window`), or `default`."""
+        return self.values.get(name, default)
+
+    def on(self, name: str) -> bool:
+        """Whether the boolean option `name` (`--json`) was given."""
+        return name in self.flags
+
+    def set_attributes(self, obj):
+        """Copy onto `obj` as attributes (`--gpu-memory-gib` -> `obj.gpu_memory_gib`, a
+        boolean option -> True), with `vllm_tokens`, `pasted` and `help`. Returns `obj`;
+        options not given keep `obj`'s defaults."""
+        for name, value in self.values.items():
+            setattr(obj, _attr(name), value)
+        for name in self.flags:
+            setattr(obj, _attr(name), True)
+        obj.vllm_tokens, obj.pasted, obj.help = self.vllm_tokens, self.pasted, self.help
+        return obj
+
+
+def _attr(name: str) -> str:
+    return name.lstrip("-").replace("-", "_")
+
+
+def flag_name(token: str) -> str:
+    """The option name a token spells, as vLLM reads it: `--max_model_len=8k` ->
+    `--max-model-len`; short flags and other words are returned up to any `=`."""
+    name = token.split("=", 1)[0]
+    return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+
+
+def split_options(argv, *, bool_flags, value_flags, repeatable=(),
+                  own_after_dashdash: bool = False) -> SplitArgs:
+    """Split `argv` into the command's own options and the rest.
+
+    `bool_flags` and `value_flags` are the command's own option names (`--json`,
+    `--gpu`); `_` and `-` are the same in a name. A valued option takes `--opt=value` or
+    `--opt value` (the next token, unless it starts with `--`); one in `repeatable` collects
+    a list. Anything else before `--` goes to `vllm_tokens`. After the first `--` the tokens
+    go to `pasted`: verbatim, or, with `own_after_dashdash`, still scanned for own options
+    and -h/--help (a later `--` is then kept as a pasted word).
+    Raises UsageError (one line) for a value given to a boolean option or a missing value.
+    """
+    out = SplitArgs()
+    argv = list(argv)
+    rest = out.vllm_tokens
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        i += 1
+        if tok == "--" and out.pasted is None:
+            if not own_after_dashdash:
+                out.pasted = argv[i:]
+                break
+            # NOTE: none of the own options is a vLLM flag, so they can be recognised in
+            # the pasted part too: `vramguard plan -- vllm serve M ... --json` works.
+            out.pasted = rest = []
+            continue
+        if tok in ("-h", "--help"):
+            out.help = True
+            continue
+        name = flag_name(tok)
+        if name in bool_flags:
+            if "=" in tok:
+                from ..errors import UsageError
+                raise UsageError("takes no value", where=name)
+            out.flags.add(name)
+        elif name in value_flags:
+            if "=" in tok:
+                value = tok.split("=", 1)[1]
+            elif i < len(argv) and not argv[i].startswith("--"):
+                value = argv[i]
+                i += 1
+            else:
+                from ..errors import UsageError
+                raise UsageError("expected a value after it", where=name,
+                                 fix=f"Write {name} VALUE.")
+            if name in repeatable:
+                out.values.setdefault(name, []).append(value)
+            else:
+                out.values[name] = value
+        else:
+            rest.append(tok)
+    return out
