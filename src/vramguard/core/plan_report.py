@@ -17,6 +17,9 @@ from .weights import runtime_dtype_bytes
 
 __all__ = ["PlanReport"]
 
+# NOTE: Enum.value is a descriptor call; a plain dict keeps the tuner's hot path cheap.
+_SOURCE_TEXT = {member: member.value for member in Source}
+
 
 class PlanReport:
     """The `Plan` of a startup walk (mixin of `planner._Walk`)."""
@@ -204,8 +207,11 @@ class PlanReport:
                                            runtime_dtype_bytes(self.spec, self.s))
         eff.set("kv_cache_dtype", kv_name, Source.USER if kv_name == self.s.kv_cache_dtype
                 and self.s.kv_cache_dtype != "auto" else Source.VLLM_DEFAULT)
+        detail = self.detail
         return Plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
                     engine=self.rules.engine, outcome=outcome, ledgers=self._ledgers(), kv=cap,
-                    settings=dict(eff.values), settings_sources=dict(eff.sources),
-                    log_lines=self._log_lines(cap), assumptions=self._assumptions(cap),
-                    fixes=self._fixes(cap), calibrated=self.cal is not None)
+                    settings=dict(eff.values),
+                    settings_sources={k: _SOURCE_TEXT[v] for k, v in eff.sources.items()},
+                    log_lines=self._log_lines(cap) if detail else (),
+                    assumptions=self._assumptions(cap) if detail else (),
+                    fixes=self._fixes(cap) if detail else (), calibrated=self.cal is not None)

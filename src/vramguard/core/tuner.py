@@ -16,6 +16,8 @@ and `--kv-cache-memory-bytes` (0.10.2+) as a fixed-pool alternative.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass, field, fields, replace
 
@@ -207,13 +209,22 @@ class _Ctx:
             return self.cache[key]
         self.runs += 1
         try:
+            # NOTE: candidates are screened without log lines/assumptions/fixes (same numbers,
+            # a third faster); the options shown are re-planned in full by `detailed`.
             p = plan_startup(self.req.spec, settings, gpu.spec, vllm_version=self.req.vllm_version,
-                             engine=self.req.engine, free_bytes=gpu.free_bytes)
+                             engine=self.req.engine, free_bytes=gpu.free_bytes, detail=False)
         except UsageError as exc:
             self.error = self.error or exc
             p = None
         self.cache[key] = p
         return p
+
+    def detailed(self, opt: "Option") -> "Option":
+        """The option with its full plan (log lines, assumptions, fixes)."""
+        p = plan_startup(self.req.spec, opt.settings, opt.gpu.spec,
+                         vllm_version=self.req.vllm_version, engine=self.req.engine,
+                         free_bytes=opt.gpu.free_bytes)
+        return dataclasses.replace(opt, plan=p)
 
     def default_seqs(self, settings: Settings, gpu: GpuTarget) -> int | None:
         """vLLM's own max_num_seqs for these settings (the planner resolves it)."""
@@ -529,7 +540,9 @@ def tune(req: TuneRequest) -> TuneResult:
         fixed = _fixed_pool(ctx, best)
         if fixed is not None:
             options.append(fixed)
-    options = _dedupe(sorted(options, key=Option.rank_key))
+    options = [ctx.detailed(o) for o in _dedupe(sorted(options, key=Option.rank_key))]
+    if best is not None:
+        best = next(o for o in options if o.settings == best.settings and o.gpu == best.gpu)
     reason = nearest = None
     blocking: tuple[str, ...] = ()
     larger: tuple[str, ...] = ()
