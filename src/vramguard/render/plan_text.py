@@ -40,7 +40,8 @@ def use_color(stream=None) -> bool:
     return bool(isatty and isatty())
 
 
-def _can_encode(text: str, stream=None) -> bool:
+def can_encode(text: str, stream=None) -> bool:
+    """Whether the output stream can print `text` (else ASCII fallbacks are used)."""
     enc = getattr(stream if stream is not None else sys.stdout, "encoding", None) or "ascii"
     try:
         text.encode(enc)
@@ -231,7 +232,7 @@ def render_plan(plan: Plan, *, all_ranks: bool = False, color: bool = False,
     """The human-readable report of `plan`. `fix_command` is the copy-pasteable command
     with the first fix applied (the caller builds it from the user's flags)."""
     if unicode is None:
-        unicode = _can_encode("✓✗–·")
+        unicode = can_encode("✓✗–·")
     st = _Style(color, unicode)
     calib = " (calibrated)" if plan.calibrated else ""
     lines = [st.bold(f"{plan.model} on {plan.gpu}") +

@@ -17,6 +17,7 @@ import json
 
 from ..core.provenance import GIB
 from ..core.tuner import LIMIT_PINNED, LIMIT_TARGET, LIMIT_VLLM, Option, TuneResult, headroom_gib
+from .plan_text import can_encode  # noqa: F401  (commands/tune.py imports it from here)
 
 _SKIP = ("model", "max_model_len_auto", "entrypoint", "user_set")
 _NO_POOL = ("weights_oom", "profile_run_oom", "free_memory_below_request")   # before the KV pool
@@ -245,12 +246,3 @@ _ASCII = str.maketrans({"·": "|", "…": "...", "↔": "<->", "✓": "OK", "◀
                         "–": "-"})
 
 
-def can_encode(text: str, stream=None) -> bool:
-    """Whether the output stream can print `text` (else ASCII fallbacks are used)."""
-    import sys
-    enc = getattr(stream if stream is not None else sys.stdout, "encoding", None) or "ascii"
-    try:
-        text.encode(enc)
-        return True
-    except (UnicodeEncodeError, LookupError):
-        return False
