@@ -33,15 +33,18 @@ def test_startup_log_override(vllm_kv_pressure):
     assert ex.max_concurrency == pytest.approx(1.5)
 
 
-def _load(url: str, n: int, prompt_tokens: int, max_tokens: int, errors: list) -> list:
+def _load(url: str, n: int, prompt_tokens: int, max_tokens: int, errors: list,
+          rounds: int = 1) -> list:
+    """n client threads, each sending `rounds` requests one after the other."""
     def one(i: int) -> None:
-        prompt = [16 + (i * 7 + j) % 200 for j in range(prompt_tokens)]
-        try:
-            vllm_server.post_json(url + "/v1/completions", {
-                "model": vllm_server.SERVED_NAME, "prompt": prompt, "max_tokens": max_tokens,
-                "ignore_eos": True, "temperature": 0.0}, timeout_s=120)
-        except Exception as exc:  # collected and asserted on by the test
-            errors.append(repr(exc))
+        for r in range(rounds):
+            prompt = [16 + (i * 7 + r * 13 + j) % 200 for j in range(prompt_tokens)]
+            try:
+                vllm_server.post_json(url + "/v1/completions", {
+                    "model": vllm_server.SERVED_NAME, "prompt": prompt, "max_tokens": max_tokens,
+                    "ignore_eos": True, "temperature": 0.0}, timeout_s=120)
+            except Exception as exc:  # collected and asserted on by the test
+                errors.append(repr(exc))
     threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
@@ -52,14 +55,15 @@ def test_pressure_metrics_and_alerts(vllm_kv_pressure):
     from vramguard.monitor.rules import RuleConfig, evaluate
     from vramguard.monitor.sampler import Sampler
 
-    # NOTE: a generous scrape timeout: on 2 busy cores a scrape can take longer than 0.25 s
-    sampler = Sampler([vllm_kv_pressure.url], interval_s=0.1, timeout_s=5.0, gpus=False)
+    # NOTE: a generous scrape timeout: on 2 busy cores a scrape can take seconds under load
+    sampler = Sampler([vllm_kv_pressure.url], interval_s=0.1, timeout_s=15.0, gpus=False)
     window = [sampler.sample_once()]
     base = window[0].endpoints[0].to_dict()["num_preemptions_total"]
     errors: list = []
-    # NOTE: 16 requests of 100 + 150 tokens (2 blocks each, one fits at a time) keep the pool
-    # full for many seconds, so the peak is seen even when a scrape is slow on busy cores.
-    threads = _load(vllm_kv_pressure.url, 16, 100, 150, errors)
+    # NOTE: 4 clients x 6 requests of 100 + 150 tokens (2 blocks each; one fits at a time)
+    # keep the pool full for many seconds with few HTTP requests in flight, so slow scrapes
+    # on busy cores still see the peak.
+    threads = _load(vllm_kv_pressure.url, 4, 100, 150, errors, rounds=6)
     deadline = time.monotonic() + 120
     while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
         window.append(sampler.sample_once())
@@ -86,8 +90,8 @@ def test_pressure_metrics_and_alerts(vllm_kv_pressure):
 def test_stress_finds_the_knee(vllm_kv_pressure):
     proc = subprocess.run(
         [sys.executable, "-m", "vramguard", "stress", "--url", vllm_kv_pressure.url,
-         "--concurrency", "1,2,4,8", "--prompt-tokens", "100", "--max-tokens", "60",
-         "--requests-per-level", "8", "--duration-per-level", "60", "--json"],
+         "--concurrency", "1,2,4,8", "--prompt-tokens", "100", "--max-tokens", "150",
+         "--requests-per-level", "16", "--duration-per-level", "90", "--json"],
         capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
@@ -95,7 +99,7 @@ def test_stress_finds_the_knee(vllm_kv_pressure):
     assert all(l["requests_failed"] == 0 for l in levels.values())
     assert levels[1]["preemptions"] == 0
     assert levels[8]["preemptions"] > 0 and levels[8]["kv_usage_peak"] == pytest.approx(1.0)
-    assert data["workload_fit_concurrency"] == 1          # (3 - 1) // cdiv(160, 128)
+    assert data["workload_fit_concurrency"] == 1          # (3 - 1) // cdiv(250, 128)
     assert data["knee_concurrency"] == 1
     assert data["first_preempting_concurrency"] == 2
     assert data["server"]["num_gpu_blocks"] == 3
@@ -105,8 +109,8 @@ def test_stress_finds_the_knee(vllm_kv_pressure):
 def test_stress_text_output(vllm_kv_pressure):
     proc = subprocess.run(
         [sys.executable, "-m", "vramguard", "stress", "--url", vllm_kv_pressure.url,
-         "--concurrency", "1,8", "--prompt-tokens", "100", "--max-tokens", "60",
-         "--requests-per-level", "8"],
+         "--concurrency", "1,8", "--prompt-tokens", "100", "--max-tokens", "150",
+         "--requests-per-level", "16"],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "knee: concurrency 1 runs without preemption; 8 preempts" in proc.stdout
