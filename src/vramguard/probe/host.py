@@ -26,7 +26,7 @@ _UNLIMITED = 1 << 60
 FRONTEND_BYTES = 2 * GIB
 WORKER_BYTES = 2 * GIB
 # vLLM streams checkpoint shards; HF shards are at most 5 GB by default. PyTorch .bin shards
-# are torch.load()ed whole by every worker, so they cost more.
+# are loaded whole (unpickled by vLLM) by every worker, so they cost more.
 SAFETENSORS_SHARD_BYTES = 5 * GIB
 BIN_SHARD_BYTES = 10 * GIB
 V0_SWAP_SPACE_GIB = 4.0
