@@ -236,7 +236,8 @@ def main(argv: list[str]) -> int:
         doc["notes"] = notes + doc["notes"] + ([plot_note] if plot_note else [])
         print_json(doc)
     else:
-        from ..render.tune_text import can_encode, render_tune
+        from ..render.plan_text import can_encode
+        from ..render.tune_text import render_tune
         text = render_tune(result, model, unicode=can_encode("█◀↔✓·…▏"),
                            notes=tuple(notes) + ((plot_note,) if plot_note else ()))
         print(text)

@@ -20,7 +20,6 @@ from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
 from .gpu import GpuSpec
-from .maxlen import resolve_max_model_len
 from .model import ModelSpec
 from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
@@ -28,7 +27,7 @@ from .provenance import GIB, Estimate, Source
 from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_env, resolve_rules,
                     scheduler_defaults, v0_scheduler_defaults)
 from .settings import Settings
-from .weights import mtp_draft_bytes, pp_layer_split, runtime_dtype_bytes, weights_per_rank
+from .weights import mtp_draft_bytes, pp_layer_split, runtime_dtype_bytes
 
 __all__ = ["plan", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
 

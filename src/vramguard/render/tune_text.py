@@ -17,7 +17,6 @@ import json
 
 from ..core.provenance import GIB
 from ..core.tuner import LIMIT_PINNED, LIMIT_TARGET, LIMIT_VLLM, Option, TuneResult, headroom_gib
-from .plan_text import can_encode  # noqa: F401  (commands/tune.py imports it from here)
 
 _SKIP = ("model", "max_model_len_auto", "entrypoint", "user_set")
 _NO_POOL = ("weights_oom", "profile_run_oom", "free_memory_below_request")   # before the KV pool
