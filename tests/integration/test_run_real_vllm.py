@@ -30,7 +30,7 @@ import vllm_server
 TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
-from fake_nvml.machine import GIB, BuildError, Gpu, Machine, build  # noqa: E402
+from fake_nvml.machine import GIB, Gpu, Machine, build_or_skip  # noqa: E402
 
 pytestmark = pytest.mark.integration
 API_SERVER = "vllm.entrypoints.openai.api_server"
@@ -41,12 +41,7 @@ VLLM_SIGTERM_EXIT = 0
 
 @pytest.fixture(scope="module")
 def fake_nvml_lib(tmp_path_factory) -> Path:
-    try:
-        return build(tmp_path_factory.mktemp("fake_nvml"))
-    except BuildError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"cannot build the fake libnvidia-ml: {exc}")
+    return build_or_skip(tmp_path_factory.mktemp("fake_nvml"))
 
 
 def _group_alive(pgid: int) -> list[psutil.Process]:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from monitor_helpers import ROOT, StubMetricsServer, fixture_text, require_binary
+from monitor_helpers import ROOT, StubMetricsServer, fixture_text
 
 pytestmark = pytest.mark.integration
 GIB = 1 << 30
@@ -29,11 +29,10 @@ def _config(free: int, procs) -> str:
 
 @pytest.fixture(scope="module")
 def fake_nvml_dir(tmp_path_factory):
-    gcc = require_binary("gcc")
-    out = tmp_path_factory.mktemp("fake_nvml")
-    subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-o", str(out / "libnvidia-ml.so.1"),
-                    str(ROOT / "tests" / "fake_nvml" / "fake_nvml.c")], check=True)
-    return out
+    if str(ROOT / "tests") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tests"))
+    from fake_nvml.machine import build_or_skip
+    return build_or_skip(tmp_path_factory.mktemp("fake_nvml"))
 
 
 def test_foreign_process_alert_names_the_pid(fake_nvml_dir, tmp_path):
