@@ -272,3 +272,17 @@ def test_default_store_probe_skips_platformdirs(tmp_path, monkeypatch):
     assert not default_db_may_exist()
     default_db_path().parent.mkdir(parents=True)      # where platformdirs puts it
     assert default_db_may_exist()
+
+
+def test_pasted_env_reaches_the_planner(capsys):
+    """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 in a pasted line: graphs leave the budget."""
+    def kv(line):
+        assert main(["plan", "--gpu", "H100", "--json", "--", line]) == 0
+        return json.loads(capsys.readouterr().out)
+    on = kv("vllm serve Qwen/Qwen2.5-7B-Instruct --max-model-len 8192")
+    off = kv("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 vllm serve Qwen/Qwen2.5-7B-Instruct "
+             "--max-model-len 8192")
+    graphs = on["per_gpu"]["cuda_graph_bytes"]
+    assert graphs > 0
+    assert off["per_gpu"]["kv_cache_bytes"] - on["per_gpu"]["kv_cache_bytes"] == graphs
+    assert not any("ESTIMATE_CUDAGRAPHS" in a and "not modeled" in a for a in off["assumptions"])

@@ -188,7 +188,7 @@ def planner_for(prep: Prepared):
     def plan_for(settings, gpu):
         others = max(0, gpu.spec.total_bytes - gpu.free_bytes)
         return plan(prep.spec, settings, gpu.spec, vllm_version=prep.version,
-                    engine=prep.engine, other_used_bytes=others)
+                    engine=prep.engine, other_used_bytes=others, env=dict(prep.cmd.env))
     return plan_for
 
 

@@ -166,7 +166,7 @@ def make_plan(opts: _Options):
     calibration = None if opts.no_calibration else _calibration(opts, cmd, spec, gpu, version)
     plan = run_planner(spec, cmd.settings, gpu, vllm_version=version,
                        engine=engine.lower() if engine else None, free_bytes=free_bytes,
-                       calibration=calibration)
+                       calibration=calibration, env=dict(cmd.env))
     return plan, cmd, notes
 
 

@@ -188,6 +188,7 @@ UNMODELED_BOOL = frozenset("""
 --enable-cumem-allocator
 """.split())
 # Environment variables of a pasted line that change vLLM's startup memory but that the plan
-# does not take into account (VLLM_USE_V1 is read: it selects the engine).
-UNMODELED_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
-                 "VLLM_PP_LAYER_PARTITION", "VLLM_CPU_KVCACHE_SPACE")
+# does not take into account (VLLM_USE_V1 selects the engine; the planner reads
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS through plan(env=...)).
+UNMODELED_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_PP_LAYER_PARTITION",
+                 "VLLM_CPU_KVCACHE_SPACE")
