@@ -4,8 +4,8 @@
     ex = parse("vllm.log")          # a path, "-" for stdin, bytes, or a binary file object
 
 `LogParser.feed(line)` takes one cleaned line at a time (see reader.py) and returns True
-while a wrapped message waits for its continuation lines. Each handler runs only after a
-cheap substring test; values printed once per worker are combined the way vLLM combines
+while a wrapped message waits for its continuation lines. Each handler (handlers.py, mixed
+into LogParser) runs only after a cheap substring test; values printed once per worker are combined the way vLLM combines
 them (the minimum KV pool / tokens / concurrency / blocks; the largest weights and terms).
 A second startup in the same log (a restart) starts a fresh record: the last one wins.
 """
@@ -17,19 +17,17 @@ from dataclasses import fields
 
 from . import extracted as X
 from . import patterns as P
-from .extracted import (CpuKv, Extracted, KvMemorySuggestion, LogError, ServingStats,
-                        TorchOom, phase_index)
-from .fields import (_args_from_command, _config_dump, _f, _i, parse_args_dict, parse_oom,
-                     version_tuple)
+from .extracted import Extracted, LogError, ServingStats, TorchOom, phase_index
+from .fields import parse_args_dict, parse_oom, version_tuple
+# NOTE: _HANDLERS and _is_stats are re-exported for tests and for the fast path below.
+from .handlers import _HANDLERS, LineHandlers, _is_stats
 from .reader import MAX_CONTINUATION_LINES, ScanStats, scan, split_prefix
 
 __all__ = ["LogParser", "parse", "parse_text", "parse_args_dict", "parse_oom"]
 
 _MSG_CHARS = 600
 _MAX_ERRORS = 200
-_MAX_ERROR_LINES = 5
 _TEARDOWN_KINDS = {"engine_failed", "error_line", "exception", "distributed"}
-_BOX = ("\u2584", "\u2588", "\u2580", "\u258c")
 _EXTRACTED_FIELDS = {f.name for f in fields(Extracted)}
 
 # Wrapped messages (pasted excerpts, terminal wrapping): start substring -> "complete" test.
@@ -45,7 +43,7 @@ _WRAPPABLE = (
 )
 
 
-class LogParser:
+class LogParser(LineHandlers):
     """Accumulates one log. `feed(line) -> bool`; `result(stats) -> Extracted`."""
 
     def __init__(self) -> None:
@@ -171,385 +169,6 @@ class LogParser:
         if self._touched:
             self._recognized_total += 1
 
-    # ---- handlers: identity ------------------------------------------------------------
-    def _version(self, msg: str) -> None:
-        m = P.API_VERSION.search(msg)
-        if m:
-            self._marker("server")
-            self._set("version", m.group(1))
-            return
-        m = P.ENGINE_INIT.search(msg)
-        if m:
-            self._marker("engine")
-            self._set("version", m.group(2))
-            self._set("engine", "v1" if m.group(1) == "1" else "v0")
-            cfg = _config_dump(msg[m.end():])
-            self.v.setdefault("engine_config", {}).update(
-                {k: v for k, v in cfg.items() if k not in self.v.get("engine_config", {})})
-            self._set("model", cfg.get("model"))
-            self._set("max_model_len", cfg.get("max_model_len"))
-            return
-        if any(c in msg for c in _BOX):
-            m = P.BANNER_VERSION.search(msg)
-            if m:
-                self._marker("server")
-                self._set("version", m.group(1))
-            m = P.BANNER_MODEL.search(msg)
-            if m:
-                self._set("model", m.group(1))
-
-    def _args(self, msg: str) -> None:
-        m = P.ARGS.search(msg)
-        if not m:
-            return
-        self._marker("args")
-        args = parse_args_dict(m.group(1))
-        self.v["non_default_args"] = args
-        self._touched = True
-        self._set("model", args.get("model") or args.get("model_tag"), "last")
-        if isinstance(args.get("max_model_len"), int) and args["max_model_len"] > 0:
-            self._set("max_model_len", args["max_model_len"], "last")
-
-    def _command(self, msg: str) -> None:
-        if "command_line" in self.v or P.LOG_RECORD.match(msg):
-            return          # a vLLM log line that merely mentions `vllm serve`
-        m = P.COMMAND.search(msg)
-        if not m:
-            return
-        cmd = m.group(1).strip().rstrip("`").strip()
-        self.v["command_line"] = cmd
-        self._touched = True
-        args = _args_from_command(cmd)
-        if args and "non_default_args" not in self.v:
-            self.v["non_default_args"] = args
-            self._set("model", args.get("model"))
-
-    def _misc(self, msg: str) -> None:
-        m = P.ARCH.search(msg)
-        if m:
-            self._set("architecture", m.group(1))
-        m = P.MAX_MODEL_LEN.search(msg)
-        if m:
-            self._set("max_model_len", int(m.group(1)), "last")
-        m = P.BLOCK_SIZE.search(msg)
-        if m:
-            self._set("block_size", int(m.group(1)), "last")
-        m = P.GPU_NAME.search(msg)
-        if m:
-            self._set("gpu_name", m.group(1).strip())
-
-    # ---- handlers: weights and profiling ----------------------------------------------
-    def _loading(self, msg: str) -> None:
-        m = P.WEIGHTS.search(msg)
-        if m:
-            self._set("weights_gib", _f(m.group(1)), "max")
-            self._advance(X.PROFILING)
-            return
-        if "took" in msg and ("Loading weights took" in msg or "loading took" in msg):
-            self._advance(X.PROFILING)
-            return
-        m = P.START_LOAD.search(msg)
-        if m:
-            self._set("model", m.group(1))
-        self._advance(X.WEIGHT_LOADING)
-
-    def _v0_profile(self, msg: str) -> None:
-        got = False
-        for rx, name, mode in ((P.V0_TOTAL, "total_gpu_gib", "first"),
-                               (P.V0_USABLE, "requested_gib", "first"),
-                               (P.V0_WEIGHTS, "weights_gib", "max"),
-                               (P.V0_NON_TORCH, "non_torch_gib", "max"),
-                               (P.V0_ACTIVATION, "activation_gib", "max"),
-                               (P.V064_INITIAL, "initial_memory_usage_gib", "max"),
-                               (P.V064_PEAK, "peak_torch_gib", "max")):
-            m = rx.search(msg)
-            if m:
-                self._set(name, _f(m.group(1)), mode)
-                got = True
-        m = P.V0_UTIL.search(msg)
-        if m and got:
-            self._set("gpu_memory_utilization", _f(m.group(1)))
-        m = P.V0_KV.search(msg)
-        if m:
-            self._set("profile_kv_gib", _f(m.group(1)), "min")
-            self._advance(X.KV_ALLOCATION)
-        elif got:
-            self._advance(X.PROFILING)
-        if got and "engine" not in self.v and "LLM engine" not in msg:
-            self.v["engine_hint"] = "v0"
-
-    def _v1_profile(self, msg: str) -> None:
-        for rx, name in ((P.V1_NON_KV, "total_non_kv_gib"), (P.V1_PEAK, "torch_peak_increase_gib"),
-                         (P.V1_NON_TORCH, "non_torch_gib"), (P.V1_CONSUMED, "total_consumed_gib"),
-                         (P.V1_WEIGHTS, "weights_gib")):
-            m = rx.search(msg)
-            if m:
-                self._set(name, _f(m.group(1)), "max")
-        if "torch_peak_increase_gib" in self.v:
-            self._set("activation_gib", self.v["torch_peak_increase_gib"], "max")
-        self._advance(X.PROFILING)
-
-    # ---- handlers: KV pool -------------------------------------------------------------
-    def _kv(self, msg: str) -> None:
-        m = P.AVAILABLE_KV.search(msg)
-        if m:
-            self._set("available_kv_gib", _f(m.group(1)), "min")
-            self.v.setdefault("engine_hint", "v1")
-            self._advance(X.KV_ALLOCATION)
-        m = P.KV_TOKENS.search(msg)
-        if m:
-            self._set("kv_cache_tokens", _i(m.group(2)), "min")
-            self._device_word(m.group(1))
-            self._advance(X.KV_ALLOCATION)
-        m = P.CONCURRENCY.search(msg)
-        if m:
-            self._set("concurrency_tokens_per_request", _i(m.group(1)), "last")
-            self._set("max_concurrency", _f(m.group(2)), "min")
-            self._advance(X.KV_ALLOCATION)
-
-    def _device_word(self, word: str | None) -> None:
-        if not word:
-            return
-        dev = {"gpu": "cuda", "cuda": "cuda", "rocm": "rocm"}.get(word.lower(), word.lower())
-        if dev in ("cuda", "rocm", "cpu", "xpu", "hpu", "tpu", "npu", "neuron"):
-            self._set("device", dev)
-
-    def _blocks(self, msg: str) -> None:
-        m = P.DEVICE_BLOCKS.search(msg)
-        if m:
-            self._set("num_gpu_blocks", _i(m.group(2)), "min")
-            self._device_word(m.group(1))
-            self._advance(X.KV_ALLOCATION)
-        m = P.CPU_BLOCKS.search(msg)
-        if m:
-            self._set("num_cpu_blocks", _i(m.group(1)), "min")
-        m = P.OVERRIDE.search(msg)
-        if m:
-            self.v["blocks_override"] = (int(m.group(1)), int(m.group(2)))
-            self._advance(X.KV_ALLOCATION)
-        m = P.MAMBA.search(msg)
-        if m:
-            seqs, blocks = _i(m.group(1)), _i(m.group(2))
-            self._error("mamba_blocks", msg, X.CUDA_GRAPH_CAPTURE, max_num_seqs=seqs,
-                        num_blocks=blocks)
-        elif "No available memory for the cache blocks" in msg:
-            self._error("no_kv_memory", msg, X.KV_ALLOCATION)
-
-    def _autofit(self, msg: str) -> None:
-        m = P.AUTOFIT_REDUCED.search(msg)
-        if m:
-            self.v["auto_fit"] = (int(m.group(1)), int(m.group(2)))
-            self._set("max_model_len", int(m.group(2)), "last")
-        m = P.AUTOFIT_FULL.search(msg)
-        if m:
-            self.v["auto_fit"] = (int(m.group(1)), int(m.group(1)))
-        if "Cannot auto-fit" in msg:
-            self._error("autofit_fail", msg, X.KV_ALLOCATION)
-        self._advance(X.KV_ALLOCATION)
-
-    def _cpu_kv(self, msg: str) -> None:
-        m = P.CPU_KV.search(msg)
-        if not m:
-            return
-        self.v["cpu_kv"] = CpuKv(kv_gib=float(m.group(2)), node_total_gib=float(m.group(3)),
-                                 explicit=m.group(1) == "Explicitly", node=int(m.group(4)),
-                                 requested_gib=_f(m.group(5)), non_kv_gib=_f(m.group(6)))
-        self._set("device", "cpu")
-        self._advance(X.KV_ALLOCATION)
-
-    # ---- handlers: graphs, suggestion, success -----------------------------------------
-    def _graphs(self, msg: str) -> None:
-        m = P.GRAPH_ESTIMATE.search(msg)
-        if m:
-            self._set("cuda_graph_estimate_gib", _f(m.group(1)), "max")
-            return
-        m = P.GRAPH_POOL.search(msg) or None
-        done = P.GRAPH_DONE.search(msg)
-        if m:
-            self._set("cuda_graph_gib", _f(m.group(1)), "max")
-            self._set("cuda_graph_estimate_gib", _f(m.group(2)), "max")
-        if done and done.group(2) is not None:
-            self._set("cuda_graph_gib", _f(done.group(2)), "max")
-        if m or done:
-            self._advance(X.SERVING if self._engine() == "v0" else X.SAMPLER_WARMUP)
-        elif P.GRAPH_CAPTURING.search(msg):
-            self._advance(X.CUDA_GRAPH_CAPTURE)
-
-    def _suggestion(self, msg: str) -> None:
-        head = P.SUGGEST_HEAD.search(msg)
-        if not head:
-            return
-        old, new = P.SUGGEST_OLD.search(msg), P.SUGGEST_NEW.search(msg)
-        sizes = P.SUGGEST_BYTES.findall(msg)
-        cur = P.SUGGEST_CURRENT.search(msg)
-        current = None
-        if cur:
-            current = _f(cur.group(1)) if cur.group(2) == "GiB" \
-                else round(float(cur.group(1)) / (1 << 30), 2)
-        s = KvMemorySuggestion(
-            free_gib=_f(head.group(1)), total_gib=_f(head.group(2)),
-            utilization=_f(head.group(3)), requested_gib=_f(head.group(4)),
-            weights_gib=_f(old.group(1)) if old else None,
-            activation_gib=_f((old or new).group(2)) if (old or new) else None,
-            non_torch_gib=_f(old.group(3)) if old else None,
-            cuda_graph_gib=_f(old.group(4) if old else new.group(3)) if (old or new) else None,
-            consumed_gib=_f(new.group(1)) if new else None,
-            fit_bytes=int(sizes[0]) if sizes else None,
-            full_bytes=int(sizes[1]) if len(sizes) > 1 else None, current_kv_gib=current)
-        self.v["suggestion"] = s
-        self._set("free_at_start_gib", s.free_gib)
-        self._set("total_gpu_gib", s.total_gib)
-        self._set("gpu_memory_utilization", s.utilization)
-        self._set("requested_gib", s.requested_gib)
-        self._advance(X.SAMPLER_WARMUP)
-
-    def _success(self, msg: str) -> None:
-        m = P.INIT_ENGINE.search(msg)
-        if m:
-            self._set("init_engine_seconds", _f(m.group(1)), "last")
-        if m or P.SERVER_UP.search(msg):
-            self.v["started"] = True
-            self._advance(X.SERVING)
-
-    def _shutdown(self, msg: str) -> None:
-        if P.SHUTDOWN.search(msg):
-            self.v["stopped"] = True
-            self._touched = True
-
-    def _stats(self, msg: str) -> None:
-        st = self.stats
-        self._touched = True
-        st["n"] = st.get("n", 0) + 1
-        m = P.STATS_V1.search(msg)
-        if m:
-            running, swapped, waiting, pre, kv = m.groups()
-        else:
-            running, swapped, waiting, pre, kv = (
-                (lambda mm: mm.group(1) if mm else None)(rx.search(msg))
-                for rx in (P.RUNNING, P.SWAPPED, P.WAITING, P.PREEMPTIONS, P.KV_USAGE))
-        for key, val in (("running", running), ("waiting", waiting), ("swapped", swapped)):
-            if val is not None:
-                val = int(val)
-                st["last_" + key] = val
-                st["max_" + key] = max(st.get("max_" + key, val), val)
-        if kv is not None:
-            val = float(kv)
-            st["last_kv"] = val
-            st["max_kv"] = max(st.get("max_kv", val), val)
-        if pre is not None:
-            st["preemptions"] = st.get("preemptions", 0) + int(pre)
-        if not self.v.get("started"):
-            self.v["started"] = True
-            self._advance(X.SERVING)
-
-    # ---- handlers: errors --------------------------------------------------------------
-    def _errors(self, msg: str) -> None:
-        """Memory errors of §10, torch OOMs, distributed and generic engine failures.
-        The first pattern that matches a line decides its kind."""
-        if len(self.errors) > self._line_errors:      # already named by _blocks / _autofit
-            return
-
-        for check in (self._err_memory, self._err_fit, self._err_oom, self._err_other):
-            if check(msg):
-                return
-
-    def _err_memory(self, msg: str) -> bool:
-        m = P.FREE_LOW.search(msg)
-        if m:
-            kind = "engine_budget" if m.group(4).startswith("the engine") else "free_memory"
-            self._set("free_at_start_gib", _f(m.group(2)))
-            self._set("total_gpu_gib", _f(m.group(3)))
-            self._set("gpu_memory_utilization", _f(m.group(5)))
-            self._set("requested_gib", _f(m.group(6)))
-            self._error(kind, msg, X.FREE_MEMORY_CHECK, device=m.group(1), free_gib=_f(m.group(2)),
-                        total_gib=_f(m.group(3)), utilization=_f(m.group(5)),
-                        requested_gib=_f(m.group(6)))
-            return True
-        m = P.EXTERNAL.search(msg) or P.CPU_LOW.search(msg)
-        if m:
-            kind = "external_weights" if "Externally" in msg else "free_memory"
-            free, total, util, req = (_f(m.group(i)) for i in (2, 3, 4, 5))
-            if kind == "free_memory":
-                self._set("device", "cpu")
-            self._error(kind, msg, X.FREE_MEMORY_CHECK, device=m.group(1), free_gib=free,
-                        total_gib=total, utilization=util, requested_gib=req)
-            return True
-        m = P.CPU_KV_LOW.search(msg)
-        if m:
-            self._error("cpu_kv_memory", msg, X.KV_ALLOCATION, free_gib=_f(m.group(2)),
-                        total_gib=_f(m.group(3)), kv_gib=_f(m.group(4)))
-            return True
-        if "Failed to load model - not enough" in msg:
-            self._error("weights_oom", msg, X.WEIGHT_LOADING, oom=parse_oom(msg))
-            return True
-        m = P.SAMPLER.search(msg)
-        if m:
-            self._error("sampler_oom", msg, X.SAMPLER_WARMUP, what=m.group(1),
-                        num_requests=int(m.group(2)))
-            return True
-        m = P.PROFILE_ERR.search(msg)
-        if m:
-            self._error("profiling_error", msg, X.PROFILING, initial_free_gib=_f(m.group(1)),
-                        current_free_gib=_f(m.group(2)))
-            return True
-        m = P.SWAP.search(msg)
-        if m:
-            self._error("swap_space", msg, None, swap_gib=_f(m.group(1)), cpu_gib=_f(m.group(2)))
-            return True
-        return False
-
-    def _err_fit(self, msg: str) -> bool:
-        m = P.FIT.search(msg)
-        if m:
-            est = P.FIT_ESTIMATE.search(msg)
-            self._set("max_model_len", int(m.group(1)))
-            self._error("kv_fit", msg, X.KV_ALLOCATION, max_model_len=int(m.group(1)),
-                        needed_gib=_f(m.group(2)), available_gib=_f(m.group(4)),
-                        estimated_max_model_len=int(est.group(1)) if est else None)
-            return True
-        m = P.FIT_V0.search(msg)
-        if m:
-            self._set("max_model_len", int(m.group(1)))
-            self._error("kv_fit_v0", msg, X.KV_ALLOCATION, max_model_len=int(m.group(1)),
-                        max_tokens=int(m.group(2)))
-            return True
-        m = P.MAX_LEN_CONFIG.search(msg)
-        if m:
-            self._error("max_model_len_config", msg, X.STARTUP, max_model_len=int(m.group(1)))
-            return True
-        return False
-
-    def _err_oom(self, msg: str) -> bool:
-        if not P.OOM_ANY.search(msg) or "occurred when warming up" in msg:
-            return False
-        self._error("torch_oom", msg, None, oom=parse_oom(msg))
-        return True
-
-    def _err_other(self, msg: str) -> bool:
-        if P.SHM.search(msg):
-            self._error("shm", msg, None)
-            return True
-        if P.DISTRIBUTED.search(msg):
-            self._error("distributed", msg, None)
-            return True
-        m = P.ENGINE_FAILED.search(msg)
-        if m:
-            self._error("engine_failed", msg, None, method=m.group(1))
-            return True
-        m = P.CUDA_ERROR.search(msg)
-        if m:
-            self._error("cuda_error", msg, None)
-            return True
-        m = P.EXCEPTION.search(msg)
-        if m:
-            self._error("exception", msg, None, exception=m.group(1))
-            return True
-        if P.ERROR_LEVEL.match(msg) and self._error_lines < _MAX_ERROR_LINES:
-            self._error_lines += 1
-            self._error("error_line", msg, None)
-            return True
-        return False
-
     # ---- output ------------------------------------------------------------------------
     def _engine(self) -> str | None:
         return self.v.get("engine") or self.v.get("engine_hint")
@@ -588,37 +207,6 @@ def _engine_from_version(version: str | None) -> str | None:
     if v is None:
         return None
     return "v1" if v >= (0, 11, 0) else "v0" if v < (0, 7, 0) else None
-
-
-def _is_stats(line: str) -> bool:
-    """A periodic stats line. NOTE: every format (v0, v1, CPU) says "KV cache usage";
-    requiring the reader's anchor keeps the fast path and the every-line path in agreement."""
-    return "Running:" in line and "KV cache" in line and "reqs" in line
-
-
-# substring(s) -> handler. A line goes to every handler whose substring it contains.
-_HANDLERS = (
-    (("server version", "LLM engine", "version "), LogParser._version),
-    (("non-default args",), LogParser._args),
-    (("vllm serve", "vllm.entrypoints"), LogParser._command),
-    (("Resolved architecture", "max model len", "block size to", "NVIDIA", "AMD Instinct"),
-     LogParser._misc),
-    (("weights took", "loading took", "Starting to load model", "Loading safetensors",
-      "Loading pt checkpoint", "Model loading"), LogParser._loading),
-    (("total_gpu_memory", "weights take", "non_torch_memory", "activation peak", "KV Cache is",
-      "available_kv_cache_memory", "instance can use"), LogParser._v0_profile),
-    (("Total non KV cache memory", "torch peak memory increase"), LogParser._v1_profile),
-    (("KV cache memory", "KV cache size", "Maximum concurrency"), LogParser._kv),
-    (("blocks",), LogParser._blocks),
-    (("Auto-fit", "auto-fit"), LogParser._autofit),
-    (("for KV cache on node",), LogParser._cpu_kv),
-    (("raph", "aptur"), LogParser._graphs),
-    (("on startup. Desired",), LogParser._suggestion),
-    (("init engine", "Starting vLLM", "startup complete"), LogParser._success),
-    (("hutdown", "SIGTERM", "SIGINT"), LogParser._shutdown),
-    (("rror", "RROR", "ailed", "memory", "NCCL", "Watchdog", "max seq len", "allocate",
-      "shm", "Bus error", "died", "Traceback", "max_model_len"), LogParser._errors),
-)
 
 
 def parse(source, *, full: bool = False, **scan_options) -> Extracted:

@@ -32,7 +32,7 @@ STARTUP_WINDOW_BYTES = 2 << 20   # bytes after a startup marker scanned with eve
 LOOKBACK_BYTES = 256 << 10       # bytes before a mid-log startup marker rescanned too
 MAX_CONTINUATION_LINES = 6       # wrapped messages: physical lines joined at most
 
-# NOTE: every line the parser can use contains one of FULL_ANCHORS (see parser.HANDLERS).
+# NOTE: every line the parser can use contains one of FULL_ANCHORS (see the routing table `_HANDLERS` in logs/handlers.py).
 # In steady state (serving) only FAST_ANCHORS are searched: stats, errors, OOMs, restarts.
 # Each anchor costs one C-level pass (~0.5 ms/MB), so the steady-state set is minimal:
 # stats and v0 preemption warnings ("KV cache"), exceptions incl. OutOfMemoryError and

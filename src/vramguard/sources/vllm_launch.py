@@ -2,7 +2,7 @@
 
 Reading: the shapes of a pasted line (env assignments, `vllm serve`, `python -m
 vllm.entrypoints...`, `docker run ... IMAGE`): where vLLM's own arguments start. The
-arguments themselves are parsed by `sources.vllm_args`.
+arguments themselves are parsed by `sources.vllm_args` (tokens by `sources.vllm_scan`).
 Writing: Settings or a parsed command back to a copy-pasteable line, with changes applied.
 Imported lazily by `sources.vllm_args` (only for pasted commands and written lines).
 """
@@ -184,7 +184,7 @@ def command_with(cmd, overrides: dict[str, object] | None = None) -> str:
     """See `vllm_args.command_with`."""
     import shlex
 
-    from .vllm_args import _Scan
+    from .vllm_scan import _Scan
     args = list(cmd.args)
     drop, extra = flag_tokens(overrides or {})
     if drop:

@@ -1,0 +1,211 @@
+"""vLLM argv tokens -> flag effects, the way vLLM's argparse reads them: `_` or `-` in names,
+`--flag=value`, short aliases, unique prefixes (allow_abbrev), `--no-` negations, `-O`
+compilation levels, dotted `--speculative-config.num_speculative_tokens`, `--` ends flags.
+
+`_Scan` accumulates one command's effect in order (later flags win, as in vLLM) and records
+where each known flag sits (`spans`), so that `vllm_launch.command_with` can rewrite a line.
+Split from `sources.vllm_args`, which drives it (`parse_vllm_args`) and reads `--config`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import UsageError
+from .vllm_flags import (
+    ALIASES, BOOL, FLAGS, IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE, NEGATIONS, TRIBOOL,
+    UNMODELED_BOOL, UNMODELED_VALUE)
+from .vllm_values import convert_value
+
+_SWITCHES = IGNORED_BOOL | UNMODELED_BOOL        # accepted switches (and their --no- forms)
+_VALUED = IGNORED_VALUE | UNMODELED_VALUE        # accepted flags that take a value
+_UNMODELED = UNMODELED_BOOL | UNMODELED_VALUE | {"-O"}
+
+
+def _canonical(name: str) -> str:
+    """`--max_model_len` -> `--max-model-len`; short aliases resolved."""
+    if name in ALIASES:
+        return ALIASES[name]
+    if name.startswith("--"):
+        return "--" + name[2:].replace("_", "-")
+    return name
+
+
+_ALL_LONG = None
+
+
+def _all_long() -> list[str]:
+    global _ALL_LONG
+    if _ALL_LONG is None:
+        neg = [f"--no-{f[2:]}" for f, s in FLAGS.items() if s.kind in (BOOL, TRIBOOL)]
+        _ALL_LONG = sorted(set(FLAGS) | _VALUED | _SWITCHES | set(NEGATIONS) | set(neg))
+    return _ALL_LONG
+
+
+def _resolve_prefix(name: str) -> str | None:
+    """argparse's allow_abbrev: a unique prefix of a known long flag (`--kv-cache-memory`)."""
+    hits = [f for f in _all_long() if f.startswith(name)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _unknown_error(token: str, where: str | None) -> UsageError:
+    import difflib
+    name = _canonical(token.split("=", 1)[0])
+    close = difflib.get_close_matches(name, _all_long() + list(ALIASES), n=3, cutoff=0.6)
+    fix = (f"Did you mean {', '.join(close)}?" if close
+           else "See `vllm serve --help` for vLLM's flags, `vramguard plan --help` for "
+                "vramguard's.")
+    msg = f"unknown flag {token.split('=', 1)[0]!r}"
+    return UsageError(msg + (f" in {where}" if where else ""), where=None, fix=fix)
+
+
+def _base_flag(flag: str) -> str:
+    """The flag an occurrence sets: `--no-enable-prefix-caching` -> `--enable-prefix-caching`."""
+    if flag in NEGATIONS:
+        return NEGATIONS[flag]
+    if flag.startswith("--no-") and ("--" + flag[5:]) in FLAGS:
+        return "--" + flag[5:]
+    return flag
+
+
+def _looks_like_flag(tok: str) -> bool:
+    """A token that starts a new option (negative numbers are values, as in argparse)."""
+    if tok in ALIASES:
+        return True
+    return tok.startswith("-") and not re.fullmatch(r"-\d+(\.\d+)?", tok) and tok != "-"
+
+
+class _Scan:
+    """Accumulates the effect of flag tokens, in order (later flags win, as in vLLM)."""
+
+    def __init__(self, strict: bool):
+        self.strict = strict
+        self.changes: dict[str, object] = {}
+        self.user_set: set[str] = set()
+        self.ignored: list[str] = []
+        self.unmodeled: list[str] = []
+        self.spans: list[tuple[int, int, str]] = []   # (start, end, flag) of each known flag
+        self.unknown: list[str] = []
+        self.notes: list[str] = []
+        self.positionals: list[str] = []
+        self.config_file: str | None = None
+
+    def apply(self, flag: str, value: object) -> None:
+        """Record `flag` (a FLAGS key) set to `value`."""
+        changes = convert_value(flag, value, self.notes)
+        self.changes.update(changes)
+        field_name = FLAGS[flag].field
+        self.user_set.add(field_name)
+
+    def scan(self, tokens: list[str], where: str | None = None) -> None:
+        """Apply `tokens` in order; `where` names their origin in errors (a config file)."""
+        i = 0
+        n = len(tokens)
+        while i < n:
+            tok = tokens[i]
+            i += 1
+            if tok == "--":
+                self.positionals.extend(tokens[i:])
+                return
+            if not _looks_like_flag(tok):
+                self.positionals.append(tok)
+                continue
+            name, eq, inline = tok.partition("=")
+            if tok.startswith("-O") and not tok.startswith("--"):
+                # -O3, -O 3, -O.level=3, -O '{...}': compilation config; not a memory input
+                if tok == "-O" and i < n and not _looks_like_flag(tokens[i]):
+                    i += 1
+                self._accept("-O", "-O")
+                continue
+            flag = _canonical(name)
+            dotted = None
+            if "." in flag and flag.startswith("--"):
+                flag, dotted = flag.split(".", 1)
+            if flag not in FLAGS and flag not in _VALUED and flag not in _SWITCHES \
+                    and flag not in NEGATIONS and not self._is_negated(flag):
+                full = _resolve_prefix(flag) if flag.startswith("--") else None
+                if full is None:
+                    if self.strict:
+                        raise _unknown_error(tok, where)
+                    self.unknown.append(name)
+                    # best effort: an unknown flag followed by a non-flag takes it as value
+                    if not eq and i < n and not _looks_like_flag(tokens[i]) \
+                            and (self.positionals or "model" in self.changes):
+                        i += 1
+                    continue
+                flag = full
+            start = i - 1
+            i = self._one(flag, dotted, eq, inline, tokens, i, name)
+            self.spans.append((start, i, _base_flag(flag)))
+
+    def _is_negated(self, flag: str) -> bool:
+        if not flag.startswith("--no-"):
+            return False
+        base = "--" + flag[5:]
+        return (base in FLAGS and FLAGS[base].kind in (BOOL, TRIBOOL)) or base in _SWITCHES
+
+    def _take_value(self, name: str, eq: str, inline: str, tokens: list[str], i: int):
+        if eq:
+            return inline, i
+        if i >= len(tokens) or (tokens[i].startswith("--") and tokens[i] != "--"):
+            raise UsageError("expected a value after it", where=name,
+                             fix=f"Write {name} VALUE or {name}=VALUE.")
+        return tokens[i], i + 1
+
+    def _one(self, flag, dotted, eq, inline, tokens, i, name) -> int:
+        # negations first: --no-enable-prefix-caching, --disable-prefix-caching (old vLLM)
+        if flag in NEGATIONS or (self._is_negated(flag) and flag not in _SWITCHES):
+            base = NEGATIONS.get(flag) or "--" + flag[5:]
+            if base in FLAGS:
+                self.apply(base, False)
+            else:
+                self._accept(flag, base)
+            return i
+        if flag in _SWITCHES or self._is_negated(flag):
+            self._accept(flag, flag)
+            return self._skip_bool_literal(tokens, i, eq)
+        if flag in _VALUED:
+            self._accept(flag, flag)
+            if eq:
+                return i
+            if flag in IGNORED_MULTI:
+                while i < len(tokens) and not _looks_like_flag(tokens[i]):
+                    i += 1
+                return i
+            if flag in ("--hf-token",) and (i >= len(tokens) or _looks_like_flag(tokens[i])):
+                return i  # nargs="?"
+            _, i = self._take_value(name, eq, inline, tokens, i)
+            return i
+        spec = FLAGS[flag]
+        if flag == "--speculative-config" and dotted:
+            value, i = self._take_value(name, eq, inline, tokens, i)
+            if dotted.replace("-", "_") == "num_speculative_tokens":
+                self.apply(flag, {"num_speculative_tokens": value})
+            return i
+        if spec.kind in (BOOL, TRIBOOL):
+            if eq:
+                self.apply(flag, inline)
+                return i
+            # old vLLM (StoreBoolean, nargs="?") accepted `--enable-chunked-prefill False`
+            if i < len(tokens) and tokens[i].strip().lower() in ("true", "false"):
+                self.apply(flag, tokens[i])
+                return i + 1
+            self.apply(flag, True)
+            return i
+        value, i = self._take_value(name, eq, inline, tokens, i)
+        if flag == "--config":
+            self.config_file = value
+            return i
+        self.apply(flag, value)
+        return i
+
+    def _accept(self, flag: str, base: str) -> None:
+        self.ignored.append(flag)
+        if base in _UNMODELED:
+            self.unmodeled.append(flag)
+
+    @staticmethod
+    def _skip_bool_literal(tokens, i, eq) -> int:
+        if not eq and i < len(tokens) and tokens[i].strip().lower() in ("true", "false"):
+            return i + 1
+        return i

@@ -1,0 +1,166 @@
+"""vLLM flag values -> `Settings` field changes: one value of a known memory flag, as a
+command line, a `--config` YAML file or a logged `non-default args` dict gives it.
+
+Split from `sources.vllm_args` (which re-exports `human_readable_int` and `convert_value`);
+the flag table these conversions follow is `sources.vllm_flags`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import UsageError
+from .vllm_flags import (
+    BOOL, CHOICE, FLAGS, FLOAT_FRAC, FLOAT_NONNEG, HUMAN_INT, JSON, MAXLEN, POS_INT,
+    QUANT_METHODS, TRIBOOL, Flag as _Flag)
+
+_HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
+_DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BIN = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_SUFFIX_HELP = "a whole number, or k/m/g (x1000) or K/M/G (x1024) suffixes such as 25.6k or 32K"
+
+
+def human_readable_int(text: str) -> int | None:
+    """vLLM's human_readable_int: `25.6k` -> 25600, `32K` -> 32768, `8192` -> 8192.
+
+    Decimals are only allowed with the decimal (lower-case) suffixes. None if malformed.
+    """
+    m = _HUMAN_RE.fullmatch(text.strip())
+    if not m:
+        return None
+    number, suffix = m.groups()
+    if suffix in _DEC:
+        return int(float(number) * _DEC[suffix])
+    if "." in number:
+        return None
+    return int(number) * _BIN.get(suffix, 1)
+
+
+def _bad(flag: str, value: object, allowed: str) -> UsageError:
+    return UsageError(f"invalid value {value!r}", where=flag, fix=f"Expected {allowed}.")
+
+
+def _to_int(flag: str, value: object, spec: _Flag, human: bool) -> int:
+    if isinstance(value, bool):
+        raise _bad(flag, value, "an integer")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    else:
+        text = str(value).strip()
+        if human:
+            n = human_readable_int(text)
+        else:
+            n = int(text) if re.fullmatch(r"[+-]?\d+", text) else None
+        if n is None:
+            raise _bad(flag, value, _SUFFIX_HELP if human else "a whole number")
+    lo, hi = spec.lo, spec.hi
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        rng = f"{int(lo)} to {int(hi)}" if hi is not None else f"a whole number >= {int(lo)}"
+        raise _bad(flag, value, rng)
+    return n
+
+
+def _to_float(flag: str, value: object, spec: _Flag) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        x = float(value)
+    except (TypeError, ValueError):
+        raise _bad(flag, value, "a number") from None
+    if x != x or x in (float("inf"), float("-inf")):
+        raise _bad(flag, value, "a number")
+    if spec.kind == FLOAT_FRAC and not (0 < x <= 1):
+        raise _bad(flag, value, "a fraction of total GPU memory, 0 < value <= 1 (e.g. 0.9)")
+    if spec.kind == FLOAT_NONNEG and x < 0:
+        raise _bad(flag, value, "a number of GiB >= 0")
+    return x
+
+
+def _to_bool(flag: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise _bad(flag, value, "true or false")
+
+
+def _max_model_len(flag: str, value: object, spec: _Flag) -> dict:
+    text = str(value).strip().lower() if not isinstance(value, int) else str(value)
+    if text in ("auto", "-1"):
+        return {"max_model_len": None, "max_model_len_auto": True}
+    if text in ("none", ""):
+        return {"max_model_len": None, "max_model_len_auto": False}
+    try:
+        n = _to_int(flag, value, spec, human=True)
+    except UsageError:
+        raise _bad(flag, value, "auto, -1, or a whole number >= 1, with k/m/g (x1000) or "
+                                "K/M/G (x1024) suffixes such as 25.6k or 32K") from None
+    return {"max_model_len": n, "max_model_len_auto": False}
+
+
+def _speculative(flag: str, value: object) -> int:
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("", "None", "null"):
+            return 0
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise _bad(flag, value, 'a JSON object such as \'{"method": "ngram", '
+                                    '"num_speculative_tokens": 3}\'') from None
+    if value is None:
+        return 0
+    if not isinstance(value, dict):
+        raise _bad(flag, value, "a JSON object")
+    n = value.get("num_speculative_tokens", 0)
+    return _to_int(flag + ".num_speculative_tokens", n if n is not None else 0,
+                   _Flag("num_speculative_tokens", POS_INT, 0, 1024), human=False)
+
+
+def convert_value(flag: str, value: object, notes: list[str] | None = None) -> dict:
+    """Parse one value of a known memory flag (string from a command line, or a typed
+    value from YAML / a `non-default args` dict) into Settings field changes."""
+    spec = FLAGS[flag]
+    kind = spec.kind
+    if kind == MAXLEN:
+        return _max_model_len(flag, value, spec)
+    if kind in (POS_INT, HUMAN_INT):
+        if spec.field in ("max_num_seqs", "max_num_batched_tokens", "block_size",
+                          "kv_cache_memory_bytes", "num_gpu_blocks_override", "max_loras",
+                          "max_lora_rank") and str(value).strip() in ("None", ""):
+            return {spec.field: None}
+        return {spec.field: _to_int(flag, value, spec, human=kind == HUMAN_INT)}
+    if kind in (FLOAT_FRAC, FLOAT_NONNEG):
+        return {spec.field: _to_float(flag, value, spec)}
+    if kind in (BOOL, TRIBOOL):
+        return {spec.field: _to_bool(flag, value)}
+    if kind == CHOICE:
+        text = str(value).strip()
+        if text not in spec.choices:
+            import difflib
+            close = difflib.get_close_matches(text, spec.choices, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise _bad(flag, value, "one of " + ", ".join(spec.choices) + hint)
+        return {spec.field: text}
+    if kind == JSON:
+        return {spec.field: _speculative(flag, value)}
+    # STR
+    text = str(value).strip()
+    if spec.field == "quantization":
+        if text in ("None", "none", ""):
+            return {"quantization": None}
+        if not re.fullmatch(r"[A-Za-z0-9_\-.]+", text):
+            raise _bad(flag, value, "a quantization method such as awq, gptq, fp8")
+        if text not in QUANT_METHODS and notes is not None:
+            notes.append(f"--quantization {text!r} is not a method vramguard knows; "
+                         "weights are planned from the checkpoint")
+        return {"quantization": text}
+    if not text:
+        raise _bad(flag, value, "a non-empty value")
+    return {spec.field: text}
