@@ -301,6 +301,16 @@ def test_mtp_drafter_layer_joins_the_kv_groups_on_the_last_stage():
     assert layout(spec, num_speculative_tokens=2, version="0.10.2").block_size == 560
 
 
+def test_every_mtp_layer_joins_the_kv_groups():
+    """Two MTP layers (e.g. `num_nextn_predict_layers: 2`): 12 + 2 = 14 attention layers in
+    the group; the 36 GDN layers take 3 groups of 14 (6 padding layers)."""
+    from dataclasses import replace
+    spec = replace(qwen3_next_kv_only(), mtp_params=10**8, mtp_layers=2)
+    lay = layout(spec, num_speculative_tokens=2)
+    assert lay.padding_layers == 6 and len(lay.groups) == 4
+    assert lay.page_size_bytes % 14 == 0
+
+
 def test_mtp_drafter_weights_on_the_last_stage():
     from dataclasses import replace
     from vramguard.core.weights import mtp_draft_bytes

@@ -84,6 +84,10 @@ def test_mtp_params_explain_published_totals(config):
     ds = spec_from_config(config("deepseek-ai__DeepSeek-V3"), name="d")
     assert abs(ds.num_params() + ds.mtp_params - 685e9) / 685e9 < 0.005   # HF lists 685B
     assert spec_from_config(config("meta-llama__Llama-3.1-8B-Instruct"), name="l").mtp_params == 0
+    assert (glm.mtp_layers, ds.mtp_layers) == (1, 1)
+    two = dict(config("deepseek-ai__DeepSeek-V3"), num_nextn_predict_layers=2)
+    d2 = spec_from_config(two, name="d2")
+    assert d2.mtp_layers == 2 and d2.mtp_params == 2 * ds.mtp_params
 
 
 def test_kimi_k25_vision_aliases(config):

@@ -144,16 +144,17 @@ def draft_attention(spec: ModelSpec, settings: Settings, layer_range: tuple[int,
     NOTE: with speculative decoding on a model whose checkpoint carries MTP layers, vLLM
     loads them as the drafter and registers their attention in the KV cache spec, so they
     join the KV groups (Qwen3.5-4B + MTP: "the MTP layer + 3 padding layers", 287,767 tokens
-    where 8 attention layers alone give 324,745). The MTP layer attends like the model's full
-    attention layers. One MTP layer is assumed (every MTP checkpoint in the catalog has one;
-    ModelSpec records only their parameters). Other draft methods (EAGLE, n-gram) are not
-    told apart: the Settings carry only the number of speculative tokens.
+    where 8 attention layers alone give 324,745). Each MTP layer attends like the model's full
+    attention layers; vLLM builds all `mtp_layers` of them (more speculative tokens than
+    layers reuse them). A spec that records only the MTP parameters counts one layer. Other
+    draft methods (EAGLE, n-gram) are not told apart: the Settings carry only the number of
+    speculative tokens.
     """
     if (engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params
             or layer_range[1] != spec.num_layers):
         return ()
     att = next((l.attention for l in spec.layers if l.attention.kind in (FULL, MLA)), None)
-    return (att,) if att is not None else ()
+    return (att,) * max(1, spec.mtp_layers) if att is not None else ()
 
 
 def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_range: tuple[int, int],

@@ -226,6 +226,7 @@ class ModelSpec:
     source_ref: str | None = None        # path or id it was read from
     mtp_params: int = 0                  # MTP / next-token-prediction layers in the checkpoint:
                                          # not loaded unless speculative decoding uses them
+    mtp_layers: int = 0                  # how many MTP layers (0: unknown or none)
 
     # ---- parameter counts -------------------------------------------------------------
     def num_params(self) -> int:

@@ -153,7 +153,7 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
     if quant:
         prov["quant"] = origin
     max_len, rope = _max_len(t, prov, origin)
-    mtp = _mtp(t, body, a, notes)
+    mtp, mtp_layers = _mtp(t, body, a, notes)
     for key in ("layers", "embed_params", "lm_head_params", "final_norm_params", "extra_params"):
         prov[key] = Source.DERIVED
     if body.moe:
@@ -170,7 +170,8 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
         embed_params=body.embed, lm_head_params=body.lm_head, final_norm_params=body.final_norm,
         extra_params=body.extra, max_len_keys=max_len, rope_scaling=rope, moe=body.moe,
         vision=vision, quant=quant, is_encoder_only=body.encoder_only, provenance=prov,
-        notes=tuple(notes), source_ref=source_ref, mtp_params=mtp)
+        notes=tuple(notes), source_ref=source_ref, mtp_params=mtp,
+        mtp_layers=mtp_layers)
 
 
 _DEFAULTED_FIELD = {"vocab_size": "vocab_size", "head_dim": "head_dim",
@@ -366,12 +367,12 @@ def _dtype(top: Fields, t: Fields, prov: dict, origin: Source, notes: list) -> s
     return "float32"
 
 
-def _mtp(t: Fields, body: Body, a: Arch, notes: list) -> int:
-    """Parameters of the MTP layers the checkpoint carries (kept out of `layers`)."""
+def _mtp(t: Fields, body: Body, a: Arch, notes: list) -> tuple[int, int]:
+    """(parameters, number) of the MTP layers the checkpoint carries (kept out of `layers`)."""
     hit = t.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules"),
                       lo=0, hi=LIMITS["layers"])
     if not hit or not hit[1] or not body.layers:
-        return 0
+        return 0, 0
     n, h = hit[1], a.hidden
     # NOTE: DeepSeek-style MTP = one decoder layer + eh_proj (2H x H) + 3 norms, and the
     # checkpoint stores its own copy of the embedding and output head (DeepSeek-V3 685B).
@@ -382,4 +383,4 @@ def _mtp(t: Fields, body: Body, a: Arch, notes: list) -> int:
     notes.append(f"{n} MTP layer(s) ({hit[0]}; about {n * per_layer / 1e9:.2f}B params"
                  f"{' incl. their embedding/head copies' if copies else ''}) are in the checkpoint "
                  "but not loaded unless speculative decoding uses them; not counted in the total")
-    return n * per_layer
+    return n * per_layer, n
