@@ -14,7 +14,10 @@ JAMBA = {"model_type": "jamba", "architectures": ["JambaForCausalLM"], "hidden_s
 
 def test_jamba_matches_published_52b():
     s = spec_from_config(JAMBA, name="ai21labs/Jamba-v0.1")
-    assert abs(s.num_params() - 51.6e9) / 51.6e9 < 0.005          # model card: 51.6B
+    # HF dataset open-llm-leaderboard/requests,
+    # ai21labs/Jamba-v0.1_eval_request_False_bfloat16_Original.json: "params": 51.57
+    # (safetensors count; the AI21 card rounds to 52B). We compute 51.570B.
+    assert abs(s.num_params() - 51.6e9) / 51.6e9 < 0.005
     assert abs(s.num_active_params() - 12e9) / 12e9 < 0.02         # "12B active"
     kinds = [l.attention.kind for l in s.layers]
     assert kinds.count(FULL) == 4 and kinds[4] == FULL and kinds[0] == MAMBA
@@ -46,7 +49,9 @@ def test_granite4_hybrid_by_hand():
 def test_nemotron_h_pattern_and_fp32_state(config):
     s = spec_from_config(config("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), name="n")
     assert len(s.layers) == 52
-    assert abs(s.num_params() - 31.6e9) / 31.6e9 < 0.005           # model card: 31.6B
+    # HF safetensors total 31,577,937,344 (Hub API value as copied by third-party catalogues, e.g.
+    # Fireworks paramCount); NVIDIA's card text says "30B parameters in total". We compute that.
+    assert abs(s.num_params() - 31.6e9) / 31.6e9 < 0.005
     kinds = [l.attention.kind for l in s.layers]
     assert kinds[:3] == [MAMBA, NONE, MAMBA] and kinds.count(FULL) == 6
     assert s.layers[0].attention.mamba.ssm_dtype == "float32"
@@ -54,18 +59,25 @@ def test_nemotron_h_pattern_and_fp32_state(config):
 
 def test_nemotron_h_layers_block_type_list(config):
     s = spec_from_config(config("nvidia__Nemotron-H-56B-Base-8K"), name="n")
+    # 56B is the model name (huggingface.co/nvidia/Nemotron-H-56B-Base-8K); we compute 56.32B
+    # (published figure not verified against a fetched source)
     assert s.is_hybrid and abs(s.num_params() - 56e9) / 56e9 < 0.01
 
 
 def test_falcon_mamba_is_attention_free(config):
     s = spec_from_config(config("tiiuae__falcon-mamba-7b"), name="f")
     assert s.attention_kinds() == {MAMBA} and s.kv_bytes_per_token() == 0
-    assert abs(s.num_params() - 7.27e9) / 7.27e9 < 0.005           # model card: 7.27B
+    # no exact count published; huggingface.co/tiiuae/falcon-mamba-7b/tree/main bf16 shards
+    # 4.96 + 4.99 + 4.60 GB = 14.55 GB -> 7.27B params (derived). We compute 7.273B.
+    assert abs(s.num_params() - 7.27e9) / 7.27e9 < 0.005
 
 
 def test_decilm_nemotron_super(config):
     s = spec_from_config(config("nvidia__Llama-3_3-Nemotron-Super-49B-v1"), name="n")
-    assert abs(s.num_params() - 49.9e9) / 49.9e9 < 0.005           # model card: 49.9B
+    # NVIDIA names it 49B; 49.9B only from a third-party listing (github.com/jakemanger/whatmodel
+    # pages/model/llama-3-3-nemotron-super-49b-v1.md). We compute 49.867B.
+    # (published figure not verified against a fetched source)
+    assert abs(s.num_params() - 49.9e9) / 49.9e9 < 0.005
     assert NONE in s.attention_kinds()                            # some attention blocks pruned
 
 
@@ -75,7 +87,8 @@ def test_mimo_v2_sliding_heads_and_moe_flags(config):
     assert (full.kind, full.num_kv_heads, full.head_dim, full.v_head_dim) == (FULL, 4, 192, 128)
     assert (swa.kind, swa.num_kv_heads, swa.sliding_window_tokens) == (SLIDING, 8, 128)
     assert s.layers[0].params.experts == 0 and s.layers[1].params.experts > 0
-    assert abs(s.num_params() - 309e9) / 309e9 < 0.005             # model card: 309B total
+    # github.com/XiaomiMiMo/MiMo-V2-Flash README.md: "309B total parameters" (we compute 308.78B)
+    assert abs(s.num_params() - 309e9) / 309e9 < 0.005
 
 
 def test_mtp_params_explain_published_totals(config):
@@ -102,7 +115,9 @@ def test_gpt2_learned_positions(config):
 
 def test_deepseek_v4_flash_total(config):
     s = spec_from_config(config("deepseek-ai__DeepSeek-V4-Flash"), name="v4")
-    assert abs(s.num_params() - 284e9) / 284e9 < 0.005           # model card: 284B total
+    # DeepSeek's "284B total / 13B activated" (as quoted by openrouter.ai/deepseek/deepseek-v4-flash
+    # and ollama.com); the HF size badge (291-292B) also counts MTP: 284.30B + 7.69B here.
+    assert abs(s.num_params() - 284e9) / 284e9 < 0.005
     assert any("DeepSeek-V4" in n for n in s.notes)
 
 
@@ -124,7 +139,9 @@ def test_qwen2_moe_shared_expert_and_gate():
            "num_experts_per_tok": 4, "shared_expert_intermediate_size": 5632,
            "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
     s = spec_from_config(cfg, name="Qwen/Qwen1.5-MoE-A2.7B")
-    assert abs(s.num_params() - 14.3e9) / 14.3e9 < 0.005          # model card: 14.3B
+    # huggingface.co/Qwen/Qwen1.5-MoE-A2.7B README: "14.3B parameters in total"; HF
+    # open-llm-leaderboard/requests Qwen/Qwen1.5-MoE-A2.7B_eval_request_...json: "params": 14.316
+    assert abs(s.num_params() - 14.3e9) / 14.3e9 < 0.005
     assert abs(s.num_active_params() - 2.7e9) / 2.7e9 < 0.01       # "A2.7B"
     p = s.layers[0].params
     assert p.shared_experts == 3 * 2048 * 5632 and p.router == 2048 * 60 + 2048

@@ -51,12 +51,18 @@ PUBLISHED = {
     "facebook__opt-125m": "125M",
     # model cards (not in models.jsonl)
     "deepseek-ai__DeepSeek-V3": "671B",
+    # Mistral AI launch post (mistral.ai/news/mixtral-of-experts): "46.7B total parameters";
+    # exact 46,702,792,704 in keras-team/keras-hub keras_hub/src/models/mixtral/mixtral_presets.py
     "mistralai__Mixtral-8x7B-Instruct-v0.1": "46.7B",
     "google__gemma-2-9b-it": "9.24B",
     "google__gemma-2-27b-it": "27.2B",
     "google__gemma-3-27b-it": "27.4B",
     "microsoft__Phi-3-mini-4k-instruct": "3.82B",
+    # meta-llama/llama-models models/llama4/MODEL_CARD.md: "17B (Activated) 109B (Total)"
+    # (HF safetensors total 108,641,793,536 per third-party copies of the Hub API; we compute that)
     "meta-llama__Llama-4-Scout-17B-16E-Instruct": "109B",
+    # MoonshotAI/Kimi-VL README.md publishes only "16B" total; 16.4B is derived from the bf16
+    # shards of the same-architecture huggingface.co/moonshotai/Kimi-VL-A3B-Thinking (32.83 GB / 2)
     "moonshotai__Kimi-VL-A3B-Instruct": "16.4B",
     "Qwen__Qwen3-Next-80B-A3B-Instruct": "80B",
     "THUDM__glm-4-9b-chat": "9.4B",
@@ -88,7 +94,7 @@ EXACT = {
     "meta-llama__Llama-3.1-8B-Instruct": 8_030_261_248,
     "Qwen__Qwen2.5-7B-Instruct": 7_615_616_512,
     "Qwen__Qwen2.5-0.5B": 494_032_768,
-    "mistralai__Mixtral-8x7B-Instruct-v0.1": 46_702_792_704,
+    "mistralai__Mixtral-8x7B-Instruct-v0.1": 46_702_792_704,  # keras-hub mixtral_presets.py
     "google__gemma-2-9b-it": 9_241_705_984,
     "microsoft__Phi-3-mini-4k-instruct": 3_821_079_552,
     "facebook__opt-125m": 125_239_296,
