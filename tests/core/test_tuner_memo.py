@@ -101,19 +101,23 @@ def test_memoized_plans_equal_fresh_plans(wiring):
     for _ in range(700):
         cases.append((rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS),
                       random_settings(rng), rng.choice((None, None, 30 << 30))))
+    wired = wiring == "patched" or "_memo." in open(planner.__file__).read()
     for model, gpu, version, s, free in cases:
         g = lookup_gpu(gpu)
         args = (spec(model), s, g)
         kw = {"vllm_version": version, "free_bytes": free}
         _memo.set_enabled(True)
         memo = outcome(lambda: planner.plan(*args, **kw))
+        misses = _memo.stats["misses"]
         again = outcome(lambda: planner.plan(*args, **kw))       # a cache hit
+        if wired and not isinstance(memo, tuple):
+            # every term of `again` was served from the caches (errors are raised afresh)
+            assert _memo.stats["misses"] == misses, (model, gpu, version, s)
         _memo.set_enabled(False)
         fresh = outcome(lambda: planner.plan(*args, **kw))
         assert memo == fresh == again, (model, gpu, version, s)
-    if wiring == "patched" or "_memo." in open(planner.__file__).read():
-        # every `again` plan was served from the caches: fewer computations than lookups
-        assert 0 < _memo.stats["misses"] < 5 * len(cases)
+    if wired:
+        assert _memo.stats["misses"] > 0
 
 
 def test_spec_identity_not_equality():

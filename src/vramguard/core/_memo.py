@@ -50,11 +50,17 @@ _NOT_READ_WEIGHTS = _SEARCHED | {"kv_cache_dtype", "block_size", "disable_slidin
 _NOT_READ_LAYOUT = _SEARCHED | {"cpu_offload_gb", "enforce_eager", "enable_lora", "max_loras",
                                 "max_lora_rank"}
 
+# NOTE: the planner's per-stage terms read the effective batched tokens and sequences
+# (passed in the key), never the flags a search varies.
+_NOT_READ_STAGES = _SEARCHED
+
 _ALL_FIELDS = tuple(f.name for f in fields(Settings))
 _WEIGHT_FIELDS = tuple(n for n in _ALL_FIELDS if n not in _NOT_READ_WEIGHTS)
 _LAYOUT_FIELDS = tuple(n for n in _ALL_FIELDS if n not in _NOT_READ_LAYOUT)
+_STAGE_FIELDS = tuple(n for n in _ALL_FIELDS if n not in _NOT_READ_STAGES)
 _weight_key = attrgetter(*_WEIGHT_FIELDS)      # C-speed tuple of the fields
 _layout_key = attrgetter(*_LAYOUT_FIELDS)
+_stage_key = attrgetter(*_STAGE_FIELDS)
 _MISSING = object()
 
 # NOTE: `Settings()` builds 30 fields and a frozenset; the planner compares against the
@@ -63,6 +69,7 @@ DEFAULT_SETTINGS = Settings()
 
 _enabled = True
 _specs: "OrderedDict[int, tuple[ModelSpec, dict[str, dict]]]" = OrderedDict()
+_sources: dict = {}               # flag_sources: not per model
 stats = {"misses": 0}             # computations (a call that is not a miss is a hit)
 
 
@@ -87,6 +94,8 @@ def disabled():
 def clear() -> None:
     """Forget every stored result."""
     _specs.clear()
+    _sources.clear()
+    _sched.clear()
     _rules_cached.cache_clear()
     stats["misses"] = 0
 
@@ -193,3 +202,48 @@ def sliding_window(spec: ModelSpec) -> int | None:
 def _first_window(spec: ModelSpec) -> int | None:
     return next((l.attention.sliding_window_tokens for l in spec.layers
                  if l.attention.sliding_window_tokens), None)
+
+
+def flag_sources(values: tuple, user_set: frozenset, compute):
+    """Where the flags the planner takes as given came from (`compute()`), cached on their
+    values and `user_set` (the sources depend on nothing else)."""
+    if not _enabled:
+        return compute()
+    if len(_sources) >= MAX_ENTRIES_PER_TABLE:
+        _sources.clear()
+    return _lookup(_sources, (values, user_set), compute)
+
+
+def stage_terms(spec: ModelSpec, settings: Settings, rules, gpu, device: str, tokens: int,
+                seqs: int, compute):
+    """The planner's per-stage terms `compute(spec, settings, rules, gpu, device, tokens,
+    seqs)`, cached per model on the Settings fields they read, the version row and the GPU
+    (both by identity, kept with the value) and every other argument."""
+    if not _enabled:
+        return compute(spec, settings, rules, gpu, device, tokens, seqs)
+    table = _table(spec, "stages")
+    full = (id(rules), id(gpu), _stage_key(settings), device, tokens, seqs)
+    hit = table.get(full)
+    if hit is not None and hit[0] is rules and hit[1] is gpu:
+        return hit[2]
+    stats["misses"] += 1
+    value = compute(spec, settings, rules, gpu, device, tokens, seqs)
+    table[full] = (rules, gpu, value)
+    return value
+
+
+_sched: dict = {}                 # scheduler_defaults: not per model
+
+
+def scheduler_defaults(rules, gpu_name: str, total_gib: float, *, entrypoint: str = "serve",
+                       device: str = "cuda", world_size: int = 1) -> tuple[int, int]:
+    """`rules.scheduler_defaults`, cached on every argument (the row by identity)."""
+    if not _enabled:
+        return _rules.scheduler_defaults(rules, gpu_name, total_gib, entrypoint=entrypoint,
+                                         device=device, world_size=world_size)
+    if len(_sched) >= MAX_ENTRIES_PER_TABLE:
+        _sched.clear()
+    return _lookup_rules(_sched, rules, (gpu_name, total_gib, entrypoint, device, world_size),
+                         lambda: _rules.scheduler_defaults(rules, gpu_name, total_gib,
+                                                           entrypoint=entrypoint, device=device,
+                                                           world_size=world_size))

@@ -11,20 +11,43 @@ import math
 from . import failures as F
 from . import kv as kvm
 from . import messages as msg
+from ._frozen import maker
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
-from .weights import runtime_dtype_bytes
 
 __all__ = ["PlanReport"]
 
-# NOTE: Enum.value is a descriptor call; a plain dict keeps the tuner's hot path cheap.
-_SOURCE_TEXT = {member: member.value for member in Source}
+# NOTE: the walk records sources as text (Enum.value is a descriptor call, too slow for the
+# tuner's hot path).
+_USER, _DEFAULT = Source.USER.value, Source.VLLM_DEFAULT.value
+# NOTE: built once or more per screened candidate: without the frozen __init__ (_frozen.py).
+_ledger, _outcome, _plan = maker(Ledger), maker(Outcome), maker(Plan)
+
+
+def _tp_rank(ledger: Ledger, rank: int, tp_rank: int) -> Ledger:
+    """`dataclasses.replace(ledger, rank=..., tp_rank=...)` without re-running `__init__`.
+
+    NOTE: the TP ranks of a stage share every term; up to 8 ledgers per stage are built for
+    each screened candidate. Ledger is a plain frozen dataclass (no __post_init__, no slots)."""
+    new = object.__new__(Ledger)
+    d = new.__dict__
+    d.update(ledger.__dict__)
+    d["rank"] = rank
+    d["tp_rank"] = tp_rank
+    return new
 
 
 class PlanReport:
     """The `Plan` of a startup walk (mixin of `planner._Walk`)."""
 
     def _ledgers(self) -> tuple[Ledger, ...]:
+        # NOTE: the full plan of a screened walk (`_Walk.detailed`) shares its ledgers.
+        done = getattr(self, "_ledgers_built", None)
+        if done is None:
+            done = self._ledgers_built = self._build_ledgers()
+        return done
+
+    def _build_ledgers(self) -> tuple[Ledger, ...]:
         tp = self.s.tensor_parallel_size
         total = Estimate.exact(self.T, Source.CATALOG if self.gpu.source == "catalog"
                                else Source.DERIVED, self.gpu.name)
@@ -41,14 +64,15 @@ class PlanReport:
             if self.rules.graph_budget != "subtracted":
                 g = Estimate(g.value_bytes, g.low_bytes, g.high_bytes, g.source,
                              "not budgeted in this version: must fit outside u x total")
-            for t in range(tp):
-                out.append(Ledger(rank=st.pp_rank * tp + t, tp_rank=t, pp_rank=st.pp_rank,
-                                  total=total, free_at_start=free, requested=req,
-                                  weights=st.weights, activation=st.activation,
-                                  non_torch=st.non_torch, cuda_graph=g, kv_cache=st.kv_est,
-                                  kv_bytes_per_token=st.layout.bytes_per_token,
-                                  page_size_bytes=st.layout.page_size_bytes,
-                                  num_blocks=st.num_blocks, layers=st.layers))
+            first = _ledger(rank=st.pp_rank * tp, tp_rank=0, pp_rank=st.pp_rank,
+                            total=total, free_at_start=free, requested=req,
+                            weights=st.weights, activation=st.activation,
+                            non_torch=st.non_torch, cuda_graph=g, kv_cache=st.kv_est,
+                            kv_bytes_per_token=st.layout.bytes_per_token,
+                            page_size_bytes=st.layout.page_size_bytes,
+                            num_blocks=st.num_blocks, layers=st.layers)
+            out.append(first)
+            out.extend(_tp_rank(first, st.pp_rank * tp + t, t) for t in range(1, tp))
         return tuple(out)
 
     def _log_lines(self, cap: KvCapacity | None) -> tuple[str, ...]:
@@ -131,6 +155,7 @@ class PlanReport:
             out.append(f"KV: {cap.bytes_per_token} B/token per rank, block size "
                        f"{cap.block_size}, {cap.page_size_bytes} B per block, "
                        f"{cap.blocks_per_request} blocks per request of {cap.max_model_len}.")
+        out += self._draft_assumptions()
         out += self.assumptions
         out += list(self.spec.notes)
         return tuple(out)
@@ -196,22 +221,21 @@ class PlanReport:
         return tuple(out)
 
     def _build(self, cap: KvCapacity | None) -> Plan:
-        outcome = Outcome(ok=self.fail is None, failure=self.fail.failure if self.fail else None,
-                          message=self.fail.message if self.fail else None,
-                          risks=tuple(self.risks))
+        outcome = getattr(self, "_outcome_built", None)   # NOTE: shared by `detailed`
+        if outcome is None:
+            outcome = self._outcome_built = _outcome(
+                ok=self.fail is None, failure=self.fail.failure if self.fail else None,
+                message=self.fail.message if self.fail else None, risks=tuple(self.risks))
         eff = self.eff
         if cap is not None:
-            eff.set("block_size", cap.block_size,
-                    Source.USER if self.s.block_size else Source.VLLM_DEFAULT)
-        kv_b, kv_name = kvm.kv_dtype_bytes(self.spec, self.s, self.rules,
-                                           runtime_dtype_bytes(self.spec, self.s))
-        eff.set("kv_cache_dtype", kv_name, Source.USER if kv_name == self.s.kv_cache_dtype
-                and self.s.kv_cache_dtype != "auto" else Source.VLLM_DEFAULT)
+            eff.set("block_size", cap.block_size, _USER if self.s.block_size else _DEFAULT)
+        kv_name = self.kv_name      # NOTE: `kv.kv_dtype_bytes` of the stage terms
+        eff.set("kv_cache_dtype", kv_name, _USER if kv_name == self.s.kv_cache_dtype
+                and self.s.kv_cache_dtype != "auto" else _DEFAULT)
         detail = self.detail
-        return Plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
-                    engine=self.rules.engine, outcome=outcome, ledgers=self._ledgers(), kv=cap,
-                    settings=dict(eff.values),
-                    settings_sources={k: _SOURCE_TEXT[v] for k, v in eff.sources.items()},
-                    log_lines=self._log_lines(cap) if detail else (),
-                    assumptions=self._assumptions(cap) if detail else (),
-                    fixes=self._fixes(cap) if detail else (), calibrated=self.cal is not None)
+        return _plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
+                     engine=self.rules.engine, outcome=outcome, ledgers=self._ledgers(), kv=cap,
+                     settings=dict(eff.values), settings_sources=dict(eff.sources),
+                     log_lines=self._log_lines(cap) if detail else (),
+                     assumptions=self._assumptions(cap) if detail else (),
+                     fixes=self._fixes(cap) if detail else (), calibrated=self.cal is not None)

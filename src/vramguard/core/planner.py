@@ -10,10 +10,13 @@ capture and the sampler warm-up, and returns a `Plan` with vLLM's own messages a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from operator import attrgetter
 
 from .errors import UsageError
 from . import _memo
+from ._frozen import maker
 from . import activation as act
 from . import failures as F
 from . import kv as kvm
@@ -25,11 +28,13 @@ from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
 from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_env, resolve_rules,
-                    scheduler_defaults, v0_scheduler_defaults)
+                    v0_scheduler_defaults)
 from .settings import Settings
-from .weights import mtp_draft_bytes, pp_layer_split, runtime_dtype_bytes
+from .stage_terms import base_terms as _base_terms
+from .stage_terms import override as _override
+from .weights import mtp_draft_bytes, runtime_dtype_bytes
 
-__all__ = ["plan", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
+__all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
 
 
 @dataclass(frozen=True)
@@ -43,19 +48,27 @@ class PlanHooks:
     context_bytes: int | None = None
 
 
-@dataclass
+# NOTE: built for every screened candidate: without the frozen __init__ (_frozen.py).
+_estimate, _kv_capacity = maker(Estimate), maker(KvCapacity)
+
+# NOTE: the walk records where each setting came from as the Source's text (what the Plan
+# carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
+_USER, _DEFAULT, _DERIVED = Source.USER.value, Source.VLLM_DEFAULT.value, Source.DERIVED.value
+
+
+@dataclass(slots=True)
 class _Eff:
-    """Effective settings and where each came from."""
+    """Effective settings and where each came from (the Source's text)."""
 
     values: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
 
-    def set(self, name: str, value, source: Source) -> None:
+    def set(self, name: str, value, source: str) -> None:
         self.values[name] = value
-        self.sources[name] = source     # NOTE: the enum; `.value` is read once, in _build
+        self.sources[name] = source
 
 
-@dataclass
+@dataclass(slots=True)
 class _Stage:
     pp_rank: int
     layers: tuple[int, int]
@@ -109,23 +122,36 @@ def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          where="--max-num-batched-tokens")
 
 
+_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "dtype",
+          "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
+          "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
+          "enable_lora", "num_speculative_tokens", "disable_sliding_window",
+          "disable_hybrid_kv_cache_manager")
+
+
 def _is_user(s: Settings, name: str, default) -> bool:
     if s.user_set:
         return name in s.user_set
     return getattr(s, name) != default
 
 
+_flag_values = attrgetter(*_FLAGS)
+
+
+def _flag_sources(s: Settings) -> tuple[str, ...]:
+    """Where each of `_FLAGS` came from: the user, or vLLM's default."""
+    return tuple(_USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else _DEFAULT
+                 for name in _FLAGS)
+
+
 def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                       device: str) -> tuple[_Eff, object]:
-    eff = _Eff()
-    U, D, X = Source.USER, Source.VLLM_DEFAULT, Source.DERIVED
-    for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "dtype",
-                 "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
-                 "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
-                 "enable_lora", "num_speculative_tokens", "disable_sliding_window",
-                 "disable_hybrid_kv_cache_manager"):
-        val = getattr(s, name)
-        eff.set(name, val, U if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else D)
+    vals = _flag_values(s)
+    # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
+    # only their sources are memoized (they depend on the values' equality and user_set).
+    srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s))
+    eff = _Eff(dict(zip(_FLAGS, vals)), dict(zip(_FLAGS, srcs)))
+    U, D, X = _USER, _DEFAULT, _DERIVED
     util = s.gpu_memory_utilization
     eff.set("gpu_memory_utilization", util if util is not None else rules.default_util,
             U if util is not None else D)
@@ -149,8 +175,9 @@ def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSp
         chunked = True if s.enable_chunked_prefill is None else s.enable_chunked_prefill
         eff.set("enable_chunked_prefill", chunked,
                 D if s.enable_chunked_prefill is None else U)
-        d_tokens, d_seqs = scheduler_defaults(rules, gpu.name, total_gib, entrypoint=s.entrypoint,
-                                              device=device, world_size=s.world_size)
+        d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, total_gib,
+                                                    entrypoint=s.entrypoint, device=device,
+                                                    world_size=s.world_size)
         if not chunked:
             d_tokens = max(L, d_tokens)
     seqs = s.max_num_seqs if s.max_num_seqs is not None else d_seqs
@@ -184,90 +211,36 @@ def _calibration_for(cal: Calibration | None, spec: ModelSpec, s: Settings, gpu:
 
 
 def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, rules: VllmRules, gpu: GpuSpec,
-                 cal: Calibration | None, hooks: PlanHooks | None, device: str) -> list[_Stage]:
-    pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
-    splits = pp_layer_split(spec.num_layers, pp)
-    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
-    dtype_b = runtime_dtype_bytes(spec, s)
-    kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
-    block = kvm.default_block_size(spec, s, rules, device=device,
-                                   compute_capability=gpu.compute_capability)
+                 cal: Calibration | None, hooks: PlanHooks | None,
+                 device: str) -> tuple[list[_Stage], str]:
+    """The per-stage terms (and the effective KV dtype name) of one plan."""
     tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
-    num_reqs = min(seqs, tokens)
-    eager = bool(s.enforce_eager) or device == "cpu"
-    custom_ar = gpu.vendor != "nvidia" or _nvlink_class(gpu)
-    draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
-    fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
-                   and spec.architecture == "GptOssForCausalLM" else None)
-    stages = []
-    for r, rng in enumerate(splits):
-        w = weights[r]
-        if r == pp - 1 and draft_w:
-            w = replace(w, bytes=w.bytes + draft_w)
-        if hooks and hooks.weights_bytes is not None:
-            w_est = Estimate.exact(hooks.weights_bytes, Source.USER, "given")
-        elif cal and cal.weights_bytes is not None:
-            w_est = Estimate.exact(cal.weights_bytes, Source.CALIBRATED, "from your logs")
-        else:
-            src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
-            w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
-                                    "parameters x bytes per rank + RoPE cache")
-        shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
-                                 last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
-                                 moe_inter_divisor=1 if s.enable_expert_parallel else tp,
-                                 dtype_bytes=dtype_b, engine=rules.engine,
-                                 sampler_copies=rules.profile_sampler_copies)
-        a_val, _parts = _memo.activation_bytes(spec, shape)
-        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
-                                "profile run: tokens x hidden, MoE workspace, sampler logits")
-        n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar),
-                                act.NON_TORCH_REL, Source.ESTIMATED,
-                                "cuBLAS/attention workspaces, all-reduce buffers")
-        g_val = 0 if eager else act.cuda_graph_bytes(rng[1] - rng[0], seqs,
-                                                     s.num_speculative_tokens,
-                                                     fixed_sizes=fixed_sizes)
-        g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
-                                "CUDA graph pool" if g_val else "eager: no CUDA graphs")
-        if cal is not None:
-            if cal.activation_bytes is not None:
-                scale = 1.0
-                if cal.max_num_batched_tokens and cal.max_num_batched_tokens != tokens:
-                    scale = tokens / cal.max_num_batched_tokens
-                a_est = Estimate.banded(cal.activation_bytes * scale, 0.05 if scale == 1 else 0.2,
-                                        Source.CALIBRATED, "from your logs")
-            if cal.non_torch_bytes is not None:
-                n_est = Estimate.exact(cal.non_torch_bytes, Source.CALIBRATED, "from your logs")
-            if cal.cuda_graph_bytes is not None and not eager:
-                g_est = Estimate.exact(cal.cuda_graph_bytes, Source.CALIBRATED, "from your logs")
-        if hooks:
-            if hooks.activation_bytes is not None:
-                a_est = Estimate.exact(hooks.activation_bytes, Source.USER, "given")
-            if hooks.non_torch_bytes is not None:
-                n_est = Estimate.exact(hooks.non_torch_bytes, Source.USER, "given")
-            if hooks.cuda_graph_bytes is not None and not eager:
-                g_est = Estimate.exact(hooks.cuda_graph_bytes, Source.USER, "given")
-        layout = _memo.build_layout(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
-                                  block_size=block, engine=rules.engine,
-                                  max_num_batched_tokens=tokens, kv_dtype_name=kv_name)
-        stages.append(_Stage(r, rng, w_est, a_est, n_est, g_est, layout))
-    return stages
-
-
-def _nvlink_class(gpu: GpuSpec) -> bool:
-    """Data-centre parts where custom all-reduce runs (NVLink / full P2P)."""
-    name = gpu.name.upper()
-    return any(k in name for k in ("A100", "H100-80GB", "H200", "H20", "B200", "B300", "GH200"))
+    # NOTE: the estimates depend on neither the utilization nor max_model_len: a search
+    # that varies those reuses them (memoized on exactly the inputs of `_base_terms`).
+    terms, kv_name = _memo.stage_terms(spec, s, rules, gpu, device, tokens, seqs, _base_terms)
+    stages = [_Stage(*t) for t in terms]
+    if cal is not None or hooks is not None:
+        eager = bool(s.enforce_eager) or device == "cpu"
+        for st in stages:
+            _override(st, cal, hooks, tokens, eager)
+    return stages, kv_name
 
 
 def _sub(a: Estimate, *terms: Estimate, note: str = "") -> Estimate:
     """a − Σ terms with the band widened accordingly (a's uncertainty included)."""
-    val = a.value_bytes - sum(t.value_bytes for t in terms)
-    low = a.low_bytes - sum(t.high_bytes for t in terms)
-    high = a.high_bytes - sum(t.low_bytes for t in terms)
-    src = Source.ESTIMATED if any(t.source in (Source.ESTIMATED,) for t in terms) else Source.DERIVED
-    if any(t.source == Source.CALIBRATED for t in terms) and src != Source.ESTIMATED:
-        src = Source.CALIBRATED
-    return Estimate(val, low, high, src, note)
+    # NOTE: one loop, no generators: runs once per stage of every screened candidate.
+    val, low, high = a.value_bytes, a.low_bytes, a.high_bytes
+    estimated = calibrated = False
+    for t in terms:
+        val -= t.value_bytes
+        low -= t.high_bytes
+        high -= t.low_bytes
+        if t.source == Source.ESTIMATED:
+            estimated = True
+        elif t.source == Source.CALIBRATED:
+            calibrated = True
+    src = Source.ESTIMATED if estimated else (Source.CALIBRATED if calibrated else Source.DERIVED)
+    return _estimate(value_bytes=val, low_bytes=low, high_bytes=high, source=src, note=note)
 
 
 # ---- the entry point -------------------------------------------------------------------
@@ -289,18 +262,42 @@ def plan(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str
     faster: the tuner screens candidates this way). Raises UsageError for vLLM's own
     validation.
     """
+    return _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes,
+                 calibration, hooks, env, detail).run()
+
+
+def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str | None = None,
+           engine: str | None = None, free_bytes: int | None = None, other_used_bytes: int = 0,
+           calibration: Calibration | None = None, hooks: PlanHooks | None = None,
+           env: dict[str, str] | None = None) -> tuple[Plan, Callable[[], Plan]]:
+    """`plan(..., detail=False)`, and a function that returns the same plan in full (log
+    lines, assumptions, fixes) from the same startup walk, without planning it again.
+
+    NOTE: a search screens many candidates and shows a few; re-planning those in full
+    repeated the walk. The full plan equals `plan(..., detail=True)` with the same inputs."""
+    walk = _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes,
+                 calibration, hooks, env, False)
+    return walk.run(), walk.detailed
+
+
+def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
+          hooks, env, detail) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
     rules = apply_env(_pick_rules(version, engine, gpu), env)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
     _validate(spec, settings, rules)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
-    stages = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks, device)
+    stages, kv_name = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks, device)
     return _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
-                 cal, hooks, device, derived, detail).run()
+                 cal, hooks, device, derived, detail, kv_name)
 
 
 # ---- the startup walk ------------------------------------------------------------------
+
+_BUDGET_NOTE = {False: "requested - weights - activation - non-torch",
+                True: "requested - weights - activation - non-torch - graphs"}
+
 
 @dataclass
 class _Fail:
@@ -312,9 +309,9 @@ class _Walk(PlanReport):
     """vLLM's startup order (§2) over the per-stage terms; `PlanReport` builds the Plan."""
 
     def __init__(self, spec, settings, gpu, rules, eff, stages, version, free_bytes,
-                 other_used, cal, hooks, device, derived, detail=True):
+                 other_used, cal, hooks, device, derived, detail=True, kv_name="auto"):
         self.spec, self.s, self.gpu, self.rules = spec, settings, gpu, rules
-        self.detail = detail
+        self.detail, self.kv_name, self.cap = detail, kv_name, None
         self.eff, self.stages, self.version = eff, stages, version
         self.cal, self.hooks, self.device, self.derived = cal, hooks, device, derived
         self.T = gpu.total_bytes
@@ -336,11 +333,16 @@ class _Walk(PlanReport):
         self.risks: list[str] = []
         self.fail: _Fail | None = None
         self.est_len: int | None = None
-        draft = mtp_draft_bytes(spec, settings, runtime_dtype_bytes(spec, settings), rules.engine)
-        if draft:
-            self.assumptions.append(
-                f"Speculative decoding: the checkpoint's MTP layer is the drafter (+{draft / GIB:.2f}"
-                " GiB of weights on the last stage, one more attention layer in the KV groups).")
+
+    def _draft_assumptions(self) -> list[str]:
+        """The MTP drafter's note (first among the walk's assumptions; detail only)."""
+        s = self.s
+        draft = mtp_draft_bytes(self.spec, s, runtime_dtype_bytes(self.spec, s), self.rules.engine)
+        if not draft:
+            return []
+        return [f"Speculative decoding: the checkpoint's MTP layer is the drafter (+"
+                f"{draft / GIB:.2f} GiB of weights on the last stage, one more attention layer "
+                "in the KV groups)."]
 
     # -- budget per stage --
     def _kv_budget(self, st: _Stage) -> Estimate:
@@ -348,14 +350,16 @@ class _Walk(PlanReport):
         if s.kv_cache_memory_bytes is not None:
             return Estimate.exact(s.kv_cache_memory_bytes, Source.USER, "--kv-cache-memory-bytes")
         req = Estimate.exact(int(self.R), Source.DERIVED, "u x total")
-        terms = [st.weights, st.activation, st.non_torch]
-        if rules.graph_budget == "subtracted":
-            terms.append(st.graph)
+        subtracted = rules.graph_budget == "subtracted"
         if rules.whole_gpu:
-            terms.append(Estimate.exact(self.T - self.F, Source.DERIVED,
-                                        "whole-GPU budget: memory used by everything else"))
-        return _sub(req, *terms, note="requested - weights - activation - non-torch"
-                    + (" - graphs" if rules.graph_budget == "subtracted" else ""))
+            others = Estimate.exact(self.T - self.F, Source.DERIVED,
+                                    "whole-GPU budget: memory used by everything else")
+            terms = ((st.weights, st.activation, st.non_torch, st.graph, others) if subtracted
+                     else (st.weights, st.activation, st.non_torch, others))
+        else:
+            terms = ((st.weights, st.activation, st.non_torch, st.graph) if subtracted
+                     else (st.weights, st.activation, st.non_torch))
+        return _sub(req, *terms, note=_BUDGET_NOTE[subtracted])
 
     def _failed(self, failure: str, message: str) -> None:
         if self.fail is None:
@@ -372,7 +376,13 @@ class _Walk(PlanReport):
             kv_cap = self._capacity()
         if self.fail is None and kv_cap is not None:
             self._after_allocation(kv_cap)
+        self.cap = kv_cap
         return self._build(kv_cap)
+
+    def detailed(self) -> Plan:
+        """The finished walk's plan with log lines, assumptions and fixes."""
+        self.detail = True
+        return self._build(self.cap)
 
     def _free_check(self) -> None:
         if not self.rules.free_memory_check or self.F >= self.R:
@@ -423,7 +433,7 @@ class _Walk(PlanReport):
     def _capacity(self) -> KvCapacity | None:
         rules, s = self.rules, self.s
         stages = self.stages
-        if all(st.layout.attention_free for st in stages):
+        if all([st.layout.attention_free for st in stages]):
             self.assumptions.append("attention-free model: no KV cache")
             if s.max_model_len_auto:
                 self.logs.append("Auto-fit max_model_len: attention-free model, using derived "
@@ -446,7 +456,7 @@ class _Walk(PlanReport):
                 self.logs.append(msg.autofit_log(self.L, fit, kv_min) if fit < self.L
                                  else msg.autofit_full_log(self.L, kv_min))
                 self.L = fit
-                self.eff.set("max_model_len", fit, Source.DERIVED)
+                self.eff.set("max_model_len", fit, _DERIVED)
             for st in stages:
                 need, avail = st.layout.needed_bytes(self.L), self._avail(st)
                 if need > avail:
@@ -475,18 +485,19 @@ class _Walk(PlanReport):
             self._failed(F.KV_BELOW_MAX_MODEL_LEN, msg.v0_fit_message(self.L, v0_tokens))
         conc = kvm.concurrency(rules, layout, blocks, self.L, rules.engine)
         toks = kvm.tokens(rules, layout, blocks, conc, self.L, rules.engine)
-        return KvCapacity(bytes_per_token=layout.bytes_per_token, block_size=layout.block_size,
-                          page_size_bytes=layout.page_size_bytes, num_blocks=blocks, tokens=toks,
-                          max_concurrency=conc, max_model_len=self.L,
-                          blocks_per_request=layout.blocks_per_request(self.L),
-                          estimated_max_model_len=self.est_len)
+        return _kv_capacity(bytes_per_token=layout.bytes_per_token, block_size=layout.block_size,
+                            page_size_bytes=layout.page_size_bytes, num_blocks=blocks,
+                            tokens=toks, max_concurrency=conc, max_model_len=self.L,
+                            blocks_per_request=layout.blocks_per_request(self.L),
+                            estimated_max_model_len=self.est_len)
 
     # -- after the KV allocation: mamba check, graphs, sampler warm-up --
     def _after_allocation(self, cap: KvCapacity) -> None:
         rules, s, spec = self.rules, self.s, self.spec
         eager = bool(s.enforce_eager) or self.device == "cpu"
         seqs = self.eff.values["max_num_seqs"]
-        if rules.mamba_blocks_check and spec.is_hybrid and not eager and seqs > cap.num_blocks:
+        # NOTE: `is_hybrid` scans the layers: tested last.
+        if rules.mamba_blocks_check and not eager and seqs > cap.num_blocks and spec.is_hybrid:
             self._failed(F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS,
                          msg.mamba_blocks_message(seqs, cap.num_blocks))
             return

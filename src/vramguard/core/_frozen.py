@@ -1,0 +1,36 @@
+"""Instances of frozen dataclasses built without their generated `__init__`.
+
+NOTE: the planner builds about ten frozen objects per candidate (Estimate, Ledger,
+KvCapacity, Outcome, Plan) and a search screens thousands of candidates. A frozen
+dataclass's `__init__` sets every field through `object.__setattr__`; filling the instance
+dict directly is 2-3x faster and gives the same object (equal, same hash and repr).
+`maker(cls)` refuses classes whose construction does more than set fields (`__post_init__`,
+`__slots__`, a hand-written `__init__`). Every field must be passed: defaults are not
+applied (tests/core/test_tuner_screen.py checks the planner's objects field by field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def maker(cls: type[T]) -> Callable[..., T]:
+    """`make(**every_field)` -> an instance of the frozen dataclass `cls`."""
+    if not (is_dataclass(cls) and cls.__dataclass_params__.frozen):
+        raise TypeError(f"{cls.__name__} is not a frozen dataclass")
+    for klass in cls.__mro__[:-1]:
+        if "__post_init__" in vars(klass) or "__slots__" in vars(klass):
+            raise TypeError(f"{cls.__name__}: __post_init__ or __slots__ (use the constructor)")
+    new = object.__new__
+
+    def make(**values) -> T:
+        obj = new(cls)
+        obj.__dict__.update(values)
+        return obj
+
+    make.field_names = frozenset(f.name for f in fields(cls))   # type: ignore[attr-defined]
+    make.__doc__ = f"A {cls.__name__} from every field, without running __init__."
+    return make

@@ -1,0 +1,106 @@
+"""The planner's per-stage terms: weights, activation peak, non-torch memory, CUDA graphs and
+the KV layout of each pipeline stage, estimated from the model and settings alone
+(`base_terms`, memoized by `_memo.stage_terms`), then replaced by measured or pinned values
+(`override`). Split out of `planner` (which walks the startup over these terms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from . import _memo
+from . import activation as act
+from . import kv as kvm
+from .calibration import Calibration
+from .gpu import GpuSpec
+from .model import ModelSpec
+from .provenance import Estimate, Source
+from .rules import VllmRules
+from .settings import Settings
+from .weights import mtp_draft_bytes, pp_layer_split, runtime_dtype_bytes
+
+if TYPE_CHECKING:
+    from .planner import PlanHooks
+
+
+def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
+                tokens: int, seqs: int) -> tuple[tuple, str]:
+    """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout)
+    estimated from the model and settings alone; and the effective KV dtype name."""
+    pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
+    splits = pp_layer_split(spec.num_layers, pp)
+    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
+    dtype_b = runtime_dtype_bytes(spec, s)
+    kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
+    block = kvm.default_block_size(spec, s, rules, device=device,
+                                   compute_capability=gpu.compute_capability)
+    num_reqs = min(seqs, tokens)
+    eager = bool(s.enforce_eager) or device == "cpu"
+    custom_ar = gpu.vendor != "nvidia" or _nvlink_class(gpu)
+    draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
+    fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
+                   and spec.architecture == "GptOssForCausalLM" else None)
+    out = []
+    for r, rng in enumerate(splits):
+        w = weights[r]
+        if r == pp - 1 and draft_w:
+            w = replace(w, bytes=w.bytes + draft_w)
+        src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
+        w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
+                                "parameters x bytes per rank + RoPE cache")
+        shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
+                                 last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
+                                 moe_inter_divisor=1 if s.enable_expert_parallel else tp,
+                                 dtype_bytes=dtype_b, engine=rules.engine,
+                                 sampler_copies=rules.profile_sampler_copies)
+        a_val, _parts = _memo.activation_bytes(spec, shape)
+        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
+                                "profile run: tokens x hidden, MoE workspace, sampler logits")
+        n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar),
+                                act.NON_TORCH_REL, Source.ESTIMATED,
+                                "cuBLAS/attention workspaces, all-reduce buffers")
+        g_val = 0 if eager else act.cuda_graph_bytes(rng[1] - rng[0], seqs,
+                                                     s.num_speculative_tokens,
+                                                     fixed_sizes=fixed_sizes)
+        g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
+                                "CUDA graph pool" if g_val else "eager: no CUDA graphs")
+        layout = _memo.build_layout(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
+                                    block_size=block, engine=rules.engine,
+                                    max_num_batched_tokens=tokens, kv_dtype_name=kv_name)
+        out.append((r, rng, w_est, a_est, n_est, g_est, layout))
+    return tuple(out), kv_name
+
+
+def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
+              eager: bool) -> None:
+    """Measured (calibration) and pinned (hooks) terms replace the estimates; hooks win."""
+    if cal is not None:
+        if cal.weights_bytes is not None:
+            st.weights = Estimate.exact(cal.weights_bytes, Source.CALIBRATED, "from your logs")
+        if cal.activation_bytes is not None:
+            scale = 1.0
+            if cal.max_num_batched_tokens and cal.max_num_batched_tokens != tokens:
+                scale = tokens / cal.max_num_batched_tokens
+            st.activation = Estimate.banded(cal.activation_bytes * scale,
+                                            0.05 if scale == 1 else 0.2,
+                                            Source.CALIBRATED, "from your logs")
+        if cal.non_torch_bytes is not None:
+            st.non_torch = Estimate.exact(cal.non_torch_bytes, Source.CALIBRATED, "from your logs")
+        if cal.cuda_graph_bytes is not None and not eager:
+            st.graph = Estimate.exact(cal.cuda_graph_bytes, Source.CALIBRATED, "from your logs")
+    if hooks is not None:
+        if hooks.weights_bytes is not None:
+            st.weights = Estimate.exact(hooks.weights_bytes, Source.USER, "given")
+        if hooks.activation_bytes is not None:
+            st.activation = Estimate.exact(hooks.activation_bytes, Source.USER, "given")
+        if hooks.non_torch_bytes is not None:
+            st.non_torch = Estimate.exact(hooks.non_torch_bytes, Source.USER, "given")
+        if hooks.cuda_graph_bytes is not None and not eager:
+            st.graph = Estimate.exact(hooks.cuda_graph_bytes, Source.USER, "given")
+
+
+def _nvlink_class(gpu: GpuSpec) -> bool:
+    """Data-centre parts where custom all-reduce runs (NVLink / full P2P)."""
+    name = gpu.name.upper()
+    return any(k in name for k in ("A100", "H100-80GB", "H200", "H20", "B200", "B300", "GH200"))

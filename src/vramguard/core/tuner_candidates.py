@@ -1,0 +1,177 @@
+"""The tuner's candidates: the search context (one planner run per distinct candidate),
+and the TP/PP sizes, lengths, flag variants and utilization it tries.
+"""
+
+from __future__ import annotations
+
+from . import _memo
+from .errors import UsageError
+from .plan import Plan
+from .planner import screen
+from .settings import Settings
+from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, Option, TuneRequest,
+                          _DEFAULTS, _align, _copy, _pinned, headroom_for, max_safe_utilization,
+                          with_fields)
+
+
+class _Ctx:
+    """One search: the request, a plan cache (identical candidates are planned once), the
+    number of planner runs and the first of vLLM's own validation errors."""
+
+    def __init__(self, req: TuneRequest):
+        self.req = req
+        self.cache: dict = {}
+        self.runs = 0
+        self.error: UsageError | None = None
+        # NOTE: the memoized row and derived length (the planner's own caches): `tune` is
+        # also called once per catalog GPU and per pin by `tuner_explain`.
+        self.rules = _memo.resolve_rules(req.vllm_version, req.engine)
+        self.limit_len = _memo.resolve_max_model_len(req.spec, self.rules, None)[1].limit
+        self._gpus: dict[int, tuple[GpuTarget, float]] = {}
+
+    def plan(self, settings: Settings, gpu: GpuTarget) -> Plan | None:
+        """The candidate's plan without detail (None when vLLM's validation rejects it)."""
+        key = (settings, gpu)
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self.cache[key] = self._screen(settings, gpu)
+        return hit[0]
+
+    def _screen(self, settings: Settings, gpu: GpuTarget) -> tuple:
+        self.runs += 1
+        try:
+            # NOTE: candidates are screened without log lines/assumptions/fixes (same numbers,
+            # a third faster); `detailed` finishes the walk of the options shown.
+            return screen(self.req.spec, settings, gpu.spec, vllm_version=self.req.vllm_version,
+                          engine=self.req.engine, free_bytes=gpu.free_bytes)
+        except UsageError as exc:
+            self.error = self.error or exc
+            return None, None
+
+    def detailed(self, opt: Option) -> Option:
+        """The option with its full plan (log lines, assumptions, fixes): the screened
+        walk finished, not planned again."""
+        finish = self.cache[(opt.settings, opt.gpu)][1]
+        return with_fields(opt, plan=finish())
+
+    def gpus_for(self, world: int) -> tuple[GpuTarget, float]:
+        """`_gpus_for(self.req, world)`, once per world size."""
+        hit = self._gpus.get(world)
+        if hit is None:
+            hit = self._gpus[world] = _gpus_for(self.req, world)
+        return hit
+
+    def default_seqs(self, settings: Settings, gpu: GpuTarget) -> int | None:
+        """vLLM's own max_num_seqs for these settings (the planner resolves it)."""
+        if settings.max_num_seqs is None:
+            s = settings
+        else:
+            s = _copy(settings, max_num_seqs=None,
+                      user_set=settings.user_set - {"max_num_seqs"})
+        p = self.plan(s, gpu)
+        return int(p.settings.get("max_num_seqs") or 0) if p is not None else None
+
+
+def _len_choices(ctx: _Ctx) -> list[int | None]:
+    """max_model_len candidates: pinned; the workload's p99 (aligned, within the model's
+    limit); else the model's derived maximum (None) and shorter powers of two."""
+    req = ctx.req
+    if _pinned(req.base, "max_model_len"):
+        return [req.base.max_model_len]
+    if req.workload is not None:
+        p99 = req.workload.p99_tokens
+        if p99 > ctx.limit_len:
+            raise UsageError(f"the workload's p99 ({p99} tokens) is longer than the model's "
+                             f"maximum length ({ctx.limit_len})", where="--workload",
+                             fix="Requests that long cannot be served by this model")
+        return [min(_align(p99), ctx.limit_len)]
+    return [None, *(n for n in LEN_LADDER if n < ctx.limit_len)]
+
+
+def _tp_choices(req: TuneRequest, beyond: bool = False) -> list[int]:
+    """TP sizes that divide the heads; `beyond`: sizes needing more GPUs than given."""
+    if _pinned(req.base, "tensor_parallel_size"):
+        tp = req.base.tensor_parallel_size
+        more = tp * req.base.pipeline_parallel_size > len(req.gpus)
+        return [tp] if more == beyond else []
+    heads = req.spec.num_attention_heads or 1
+    pp = req.base.pipeline_parallel_size
+    fits = [t for t in TP_SIZES if heads % t == 0]
+    if beyond:
+        return [t for t in fits if t * pp > len(req.gpus)]
+    return [t for t in fits if t * pp <= len(req.gpus)]
+
+
+def _gpus_for(req: TuneRequest, world: int) -> tuple[GpuTarget, float]:
+    """The deciding GPU of the `world` GPUs with the most free memory, and the largest
+    utilization every one of them allows. Beyond the GPUs given, more cards like the
+    tightest one are assumed (an alternative the output labels "needs N GPUs")."""
+    chosen = sorted(req.gpus, key=lambda g: g.free, reverse=True)[:world]
+    u = min(max_safe_utilization(g, headroom_for(req, g)) for g in chosen)
+    # NOTE: with one utilization for all, the card with the least room under u x total
+    # (or the least free memory) decides; equal cards: the least free one.
+    deciding = min(chosen, key=lambda g: (min(g.free, u * g.spec.total_bytes), g.free))
+    return deciding, u
+
+
+def _variants(req: TuneRequest) -> list[dict]:
+    """Flag combinations to try besides TP: KV dtype and (as alternatives) fp8 weights."""
+    kv = [req.base.kv_cache_dtype] if _pinned(req.base, "kv_cache_dtype") else ["auto", "fp8"]
+    quant = [req.base.quantization]
+    if (req.allow_quantization and not _pinned(req.base, "quantization")
+            and req.spec.quant is None and req.base.quantization is None):
+        quant.append("fp8")
+    return [{"kv_cache_dtype": k, "quantization": q} for q in quant for k in kv]
+
+
+
+
+def _pp_shapes(req: TuneRequest) -> list[tuple[int, int]]:
+    heads = req.spec.num_attention_heads or 1
+    if _pinned(req.base, "tensor_parallel_size"):
+        tp = req.base.tensor_parallel_size
+    else:
+        tp = max(t for t in TP_SIZES if heads % t == 0)
+    return [(tp, pp) for pp in PP_SIZES if pp <= req.spec.num_layers]
+
+
+def _candidate(ctx: _Ctx, tp: int, pp: int, variant: dict,
+               length: int | None) -> tuple[Settings, GpuTarget, int] | None:
+    req = ctx.req
+    gpu, u = ctx.gpus_for(tp * pp)
+    headroom = headroom_for(req, gpu)
+    changes: dict = {"tensor_parallel_size": tp, **variant}
+    if pp != req.base.pipeline_parallel_size:
+        changes["pipeline_parallel_size"] = pp
+    if not _pinned(req.base, "gpu_memory_utilization"):
+        if u <= 0:
+            return None
+        changes["gpu_memory_utilization"] = u
+    if not _pinned(req.base, "max_model_len"):
+        changes["max_model_len"] = length
+    if req.concurrency and not _pinned(req.base, "max_num_seqs"):
+        changes["max_num_seqs"] = req.concurrency
+        if not _pinned(req.base, "max_num_batched_tokens") and req.concurrency > 2048:
+            changes["max_num_batched_tokens"] = req.concurrency
+    changes = {k: v for k, v in changes.items()
+               if not (_pinned(req.base, k) and k != "tensor_parallel_size")}
+    # NOTE: a tuned flag equal to vLLM's default stays off the command line.
+    user = req.base.user_set | {k for k, v in changes.items() if v is not None}
+    user -= {k for k, v in changes.items()
+             if not _pinned(req.base, k) and (v is None or v == getattr(_DEFAULTS, k))}
+    return _copy(req.base, user_set=frozenset(user), **changes), gpu, headroom
+
+
+def _variant_notes(req: TuneRequest, s: Settings) -> tuple[str, ...]:
+    notes = []
+    if s.quantization == "fp8" and not _pinned(req.base, "quantization"):
+        notes.append("fp8 weights: changes the model (check its quality)")
+    if s.kv_cache_dtype == "fp8" and not _pinned(req.base, "kv_cache_dtype"):
+        notes.append("fp8 KV cache: twice the tokens, a small quality cost")
+    if s.world_size > len(req.gpus):
+        notes.append(f"needs {s.world_size} GPUs (given {len(req.gpus)})")
+    if s.pipeline_parallel_size > 1 and not _pinned(req.base, "pipeline_parallel_size"):
+        notes.append(f"pipeline parallel over {s.pipeline_parallel_size} stages "
+                     "(across nodes: slower)")
+    return tuple(notes)
+

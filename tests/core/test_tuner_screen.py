@@ -1,0 +1,109 @@
+"""planner.screen (the tuner's candidate path) gives the plans `planner.plan` gives.
+
+`screen()` returns the plan without detail and a function that finishes the same walk in
+full; the tuner shows the finished plans instead of planning the options again. Both must
+equal fresh `plan(detail=False)` / `plan(detail=True)` plans, field by field, for random
+settings (calibration and hooks included: they replace the memoized stage terms). The
+objects the planner builds without `__init__` (core/_frozen.py) must carry every field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from functools import lru_cache
+
+import pytest
+
+from vramguard.core import _memo, planner
+from vramguard.core._frozen import maker
+from vramguard.core.calibration import Calibration, CalibrationKey
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.plan import KvCapacity, Ledger, Outcome, Plan
+from vramguard.core.provenance import Estimate, Source
+from vramguard.errors import UsageError
+from vramguard.sources.resolve import load_model_spec
+
+from test_tuner_memo import GPUS, MODELS, VERSIONS, random_settings
+
+
+@lru_cache(maxsize=None)
+def spec(model):
+    return load_model_spec(model, offline=True)
+
+
+def _extras(rng: random.Random, model: str, gpu: str, version, s) -> dict:
+    kw: dict = {}
+    if rng.random() < 0.15:
+        kw["hooks"] = planner.PlanHooks(weights_bytes=rng.choice((None, 10 << 30)),
+                                        activation_bytes=rng.choice((None, 1 << 30)),
+                                        cuda_graph_bytes=rng.choice((None, 1 << 29)))
+    if rng.random() < 0.15:
+        key = CalibrationKey(gpu, version or planner.NEWEST_VERSION, spec(model).model_type,
+                             s.tensor_parallel_size, s.pipeline_parallel_size)
+        kw["calibration"] = Calibration(key, activation_bytes=2 << 30, non_torch_bytes=1 << 29,
+                                        max_num_batched_tokens=rng.choice((None, 4096)))
+    return kw
+
+
+def _fields_complete(p: Plan) -> None:
+    objs = [p, p.outcome, *p.ledgers, *(p.kv,) * (p.kv is not None)]
+    objs += [getattr(l, f.name) for l in p.ledgers for f in dataclasses.fields(l)
+             if isinstance(getattr(l, f.name), Estimate)]
+    for o in objs:
+        assert set(vars(o)) == {f.name for f in dataclasses.fields(o)}, type(o)
+
+
+@pytest.mark.parametrize("memo", [True, False])
+def test_screen_equals_plan(memo):
+    rng = random.Random(99)
+    _memo.clear()
+    _memo.set_enabled(memo)
+    try:
+        for _ in range(400):
+            model, gpu, version = rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS)
+            s = random_settings(rng)
+            kw = {"vllm_version": version, "free_bytes": rng.choice((None, 30 << 30)),
+                  **_extras(rng, model, gpu, version, s)}
+            args = (spec(model), s, lookup_gpu(gpu))
+            try:
+                full = planner.plan(*args, **kw)
+            except UsageError as exc:
+                with pytest.raises(UsageError) as again:
+                    planner.screen(*args, **kw)
+                assert again.value.line() == exc.line()
+                continue
+            bare = planner.plan(*args, detail=False, **kw)
+            screened, finish = planner.screen(*args, **kw)
+            assert screened == bare and screened.to_dict() == bare.to_dict()
+            finished = finish()
+            assert finished == full and finished.to_dict() == full.to_dict()
+            _fields_complete(screened)
+            _fields_complete(finished)
+    finally:
+        _memo.set_enabled(True)
+
+
+def test_maker_builds_equal_objects():
+    e = Estimate(5, 4, 6, Source.ESTIMATED, "x")
+    assert maker(Estimate)(value_bytes=5, low_bytes=4, high_bytes=6,
+                           source=Source.ESTIMATED, note="x") == e
+    for cls in (Ledger, KvCapacity, Outcome, Plan):
+        assert maker(cls).field_names == {f.name for f in dataclasses.fields(cls)}
+
+
+def test_maker_refuses_classes_with_more_than_fields():
+    @dataclasses.dataclass(frozen=True)
+    class Checked:
+        x: int
+
+        def __post_init__(self):
+            pass
+
+    @dataclasses.dataclass
+    class Mutable:
+        x: int
+
+    for cls in (Checked, Mutable):
+        with pytest.raises(TypeError):
+            maker(cls)
