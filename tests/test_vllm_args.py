@@ -47,7 +47,7 @@ def test_every_memory_flag():
            "--cpu-offload-gb", "4", "--swap-space", "0", "--no-enable-chunked-prefill",
            "--enable-prefix-caching", "--enable-expert-parallel", "--enable-lora",
            "--max-loras", "4", "--max-lora-rank", "64", "--disable-sliding-window",
-           "--disable-hybrid-kv-cache-manager",
+           "--disable-hybrid-kv-cache-manager", "--disable-custom-all-reduce",
            "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 5}',
            "--model", "m")
     assert (st.tensor_parallel_size, st.pipeline_parallel_size, st.data_parallel_size) == (4, 2, 2)
@@ -62,6 +62,7 @@ def test_every_memory_flag():
     assert st.enable_expert_parallel and st.enable_lora
     assert (st.max_loras, st.max_lora_rank) == (4, 64)
     assert st.disable_sliding_window and st.disable_hybrid_kv_cache_manager
+    assert st.disable_custom_all_reduce
     assert st.num_speculative_tokens == 5 and st.model == "m"
     assert {"tensor_parallel_size", "kv_cache_memory_bytes", "enable_chunked_prefill",
             "num_speculative_tokens", "model"} <= st.user_set

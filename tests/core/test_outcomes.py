@@ -180,3 +180,49 @@ def test_gpt_oss_captures_its_own_list_from_011():
     assert small == act.cuda_graph_bytes(32, 1) < full
     assert plan(llama31_8b(), s, H100, vllm_version="0.14.1").tightest.cuda_graph.value_bytes \
         == small
+
+
+def test_lora_graphs_are_captured_twice_from_0111():
+    """With --enable-lora vLLM 0.11.1+ captures every size with and without active LoRA
+    (`cudagraph_specialize_lora`): the per-size part of the pool doubles (Llama-8B, 32 layers,
+    512 seqs: (0.30 + 0.018 x 32) GiB x (0.4 + 0.6 x 2) instead of x 1.0)."""
+    from vramguard.core import activation as act
+    s = Settings(max_model_len=8192, max_num_seqs=512, enable_lora=True)
+    one = act.cuda_graph_bytes(32, 512)
+    assert one == act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
+    two = act.cuda_graph_bytes(32, 512, lora_cases=2)
+    assert two == int((act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32) * 1.6)
+    # 0.11.0: no specialisation yet; 0.11.1-0.17: the doubled pool must fit the headroom
+    assert plan(llama31_8b(), s, H100, vllm_version="0.11.0").tightest.cuda_graph.value_bytes \
+        == one
+    assert plan(llama31_8b(), s, H100, vllm_version="0.11.1").tightest.cuda_graph.value_bytes \
+        == two
+    plain = Settings(max_model_len=8192, max_num_seqs=512)
+    assert plan(llama31_8b(), plain, H100, vllm_version="0.11.1").tightest.cuda_graph \
+        .value_bytes == one
+
+
+def test_lora_graph_estimate_degenerates_and_the_pool_comes_on_top():
+    """0.18+: vLLM's estimate samples the two largest descriptors, which with LoRA are the same
+    size with and without LoRA, so the slope falls to 1 MiB: estimate = 0.4 x (0.30 + 0.018 x
+    32) GiB + (2 x 67 - 2) MiB. From 0.20 that small estimate is subtracted while the pool
+    (1.2 x the doubled model) is allocated after the KV cache; with little headroom the
+    capture or the sampler warm-up runs out of memory."""
+    from vramguard.core import activation as act
+    # F - R = (79.19 - 0.5) - ceil(0.97 x 79.19) = 1.88 GiB; A = 0. After the KV cache
+    # 1.88 + 0.47 (estimate) GiB are free; the pool takes 1.2 x 0.876 x 1.6 = 1.68 GiB, leaving
+    # 0.67 GiB for a warm-up that needs 6 x 512 x 128,256 x 4 B = 1.47 GiB. Without LoRA the
+    # estimate is the model's 0.876 GiB and 1.7 GiB stay free.
+    hooks = PlanHooks(weights_bytes=int(14.99 * GIB), activation_bytes=0,
+                      non_torch_bytes=int(0.5 * GIB), context_bytes=int(0.5 * GIB))
+    s = Settings(max_model_len=8192, max_num_seqs=512, enable_lora=True,
+                 gpu_memory_utilization=0.97)
+    p = plan(llama31_8b(), s, H100, vllm_version="0.29.0", hooks=hooks)
+    est = int((act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32) * 0.4) + 132 * (1 << 20)
+    assert p.tightest.cuda_graph.value_bytes == est
+    assert p.outcome.failure == F.SAMPLER_WARMUP_OOM
+    plain = Settings(max_model_len=8192, max_num_seqs=512, gpu_memory_utilization=0.97)
+    assert plan(llama31_8b(), plain, H100, vllm_version="0.29.0", hooks=hooks).outcome.ok
+    roomy = Settings(max_model_len=8192, max_num_seqs=512, enable_lora=True,
+                     gpu_memory_utilization=0.85)
+    assert plan(llama31_8b(), roomy, H100, vllm_version="0.29.0", hooks=hooks).outcome.ok

@@ -36,7 +36,7 @@ ROWS = {
     ("0.8.0", "v1"): dict(default_engine="v1", v1_falls_back_below_cc80=True,
                           log_capacity="two_lines", tokens_formula="blocks_x_b",
                           sched_defaults="v1_080", log_weights="model_gb", mla_block_size=64),
-    ("0.8.1", "v1"): dict(sched_defaults="v1_081"),
+    ("0.8.1", "v1"): dict(sched_defaults="v1_081", spec_sampler_copies=7.0),
     ("0.8.3", "v1"): dict(msg_fit="v1_083", log_weights="model_gib", sliding_inflight="batched"),
     ("0.8.4", "v1"): dict(msg_fit="v1_084", estimate_max_len="lost"),
     ("0.8.5", "v1"): dict(sched_defaults="v1_085"),
@@ -47,27 +47,31 @@ ROWS = {
                           log_capacity_per_worker=True),
     ("0.9.2", "v1"): dict(usage_metric="vllm:kv_cache_usage_perc", tokenizer_cap=True),
     ("0.10.0", "v1"): dict(hybrid_page_unification=True),
-    ("0.10.2", "v1"): dict(kv_cache_memory_flag=True, snapshot_after_nccl=False),
+    ("0.10.2", "v1"): dict(kv_cache_memory_flag=True, snapshot_after_nccl=False,
+                           allreduce_in_n="always", lora_graph_specialize=False),
     ("0.11.0", "v1"): dict(snapshot_after_nccl=True, v1_falls_back_below_cc80=False,
-                           mla_block_size=16, profile_sampler_copies=8.0),
-    ("0.11.1", "v1"): dict(log_weights="model_gib_memory", log_capacity_per_worker=False),
+                           mla_block_size=16, profile_sampler_copies=8.0, allreduce_in_n="none",
+                           lora_graph_specialize=False),
+    ("0.11.1", "v1"): dict(log_weights="model_gib_memory", log_capacity_per_worker=False,
+                           lora_graph_specialize=True),
     ("0.12.0", "v1"): dict(cpu_block_size=128),
     ("0.13.0", "v1"): dict(msg_no_kv="docs", msg_fit="v1_013", msg_load_failure=True),
     ("0.14.0", "v1"): dict(request_ceil=True, msg_free_memory="device", msg_fit="v1_014",
                            auto_fit=True, log_weights="model_s", log_available="avail_s",
                            gib_two_decimals=False, graph_budget="headroom"),
     ("0.18.0", "v1"): dict(graph_budget="estimated", profile_assert_ge=True, default_util=0.9,
-                           online_fp8_bf16_load_peak=True),
+                           online_fp8_bf16_load_peak=True, allreduce_in_n="graph_probe"),
     ("0.19.0", "v1"): dict(online_fp8_bf16_load_peak=False, graph_budget="estimated"),
     ("0.20.0", "v1"): dict(graph_budget="subtracted", default_util=0.92,
                            mamba_blocks_check=True, override_before_check=False),
     ("0.22.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
                            msg_no_kv="cpu", msg_fit="v1_022"),
+    ("0.25.0", "v1"): dict(model_runner_v2="dense", sliding_inflight="batched"),
     ("0.26.0", "v1"): dict(sliding_inflight="batched_x_batches", consumed_model=False),
     ("0.27.0", "v1"): dict(consumed_model=True, log_capacity="two_lines"),
     ("0.28.0", "v1"): dict(log_capacity="one_line", sched_defaults="v1_028",
                            null_block_in_check=False),
-    ("0.29.0", "v1"): dict(null_block_in_check=True),
+    ("0.29.0", "v1"): dict(null_block_in_check=True, model_runner_v2="all"),
     ("0.30.0", "v1"): dict(log_capacity="device_line", rope_yarn_excluded=True),
     ("0.32.0", "v1"): dict(cublas_before_snapshot=False),
     ("0.33.0", "v1"): dict(cublas_before_snapshot=True, modelopt_kv_auto_fp8=True,
@@ -309,3 +313,53 @@ def test_graph_estimate_env_switches_the_budget():
     assert apply_env(resolve_rules("0.19.0"), env1).graph_budget == "subtracted"
     assert apply_env(resolve_rules("0.17.0"), env1).graph_budget == "headroom"
     assert apply_env(resolve_rules("0.30.0"), {}).graph_budget == "subtracted"
+
+
+def test_tp_all_reduce_memory_in_non_torch_by_version():
+    """TP > 1 on NVLink parts: custom all-reduce memory lands in N up to 0.10.2 (set up after
+    the snapshot) and from 0.18 (the graph-memory probe's pool stays mapped by the peers; not
+    with --enforce-eager), not in 0.11-0.17 (set up before the snapshot; N 0.55 GiB in 0.11.0
+    logs vs 2.07 GiB in 0.19). --disable-custom-all-reduce leaves only NCCL's share."""
+    from vramguard.core import activation as act
+    h100 = lookup_gpu("H100")
+    tp2 = Settings(tensor_parallel_size=2, max_model_len=8192)
+    full = act.NON_TORCH_BASE + act.NON_TORCH_TP
+    small = act.NON_TORCH_BASE + act.NON_TORCH_TP // 4
+
+    def n(version, s=tp2):
+        return plan(llama31_8b(), s, h100, vllm_version=version).tightest.non_torch.value_bytes
+    assert n("0.10.2") == full
+    assert n("0.11.0") == n("0.17.1") == small
+    assert n("0.18.0") == n("0.30.0") == full
+    assert n("0.19.0", tp2.with_(enforce_eager=True)) == small
+    assert n("0.19.0", tp2.with_(disable_custom_all_reduce=True)) == small
+    assert n("0.10.2", tp2.with_(disable_custom_all_reduce=True)) == small
+    assert n("0.19.0", Settings(max_model_len=8192)) == act.NON_TORCH_BASE
+
+
+def test_rejection_sampler_in_the_profile_run_with_speculative_decoding():
+    """v1 runner, 0.8.1+: with speculation the dummy sampler also runs the rejection sampler,
+    ~7 fp32 (reqs x vocab) copies at its peak instead of 2.1 (0.14+). Model Runner V2 profiles
+    the plain sampler only: dense models from 0.25, every model from 0.29. Qwen3-Next at 256
+    sequences: 256 x 151,936 x 4 B x 7."""
+    from core_specs import qwen3_next_kv_only
+    from vramguard.core import activation as act
+    h100 = lookup_gpu("H100")
+    base = Settings(max_model_len=8192, max_num_seqs=256, max_num_batched_tokens=8192)
+    spec = qwen3_next_kv_only()
+
+    def sampler(version, s, model=spec):
+        p = plan(model, s, h100, vllm_version=version)
+        return p.tightest.activation.value_bytes
+
+    def logits(copies):
+        return int(256 * 151936 * 4 * copies)
+    k2 = base.with_(num_speculative_tokens=2)
+    for version in ("0.20.0", "0.28.0"):            # hybrid: still the v1 runner up to 0.28
+        assert sampler(version, k2) - sampler(version, base) == logits(7.0) - logits(2.1)
+    assert sampler("0.29.0", k2) == sampler("0.29.0", base)          # Model Runner V2
+    dense8b = llama31_8b()
+    assert sampler("0.24.0", k2, dense8b) > sampler("0.24.0", base, dense8b)
+    assert sampler("0.25.0", k2, dense8b) == sampler("0.25.0", base, dense8b)
+    assert act.sampler_warmup_bytes(spec, 256, 7.0) == logits(7.0)
+    assert act.sampler_warmup_bytes(spec, 256) == logits(act.SAMPLER_WARMUP_COPIES)

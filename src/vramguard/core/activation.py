@@ -114,11 +114,13 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> tuple[int, dict[st
     return total, parts
 
 
-def sampler_warmup_bytes(spec: ModelSpec, num_reqs: int) -> int:
-    """Memory the sampler warm-up needs with `num_reqs` dummy requests (fp32 logits copies)."""
+def sampler_warmup_bytes(spec: ModelSpec, num_reqs: int, profile_copies: float = 0.0) -> int:
+    """Memory the sampler warm-up needs with `num_reqs` dummy requests (fp32 logits copies):
+    the warm-up repeats the profile run's dummy sampler, so it needs at least as many copies
+    as that (`profile_copies`, e.g. with the rejection sampler of speculative decoding)."""
     if spec.is_encoder_only:
         return 0
-    return int(num_reqs * spec.vocab_size * 4 * SAMPLER_WARMUP_COPIES)
+    return int(num_reqs * spec.vocab_size * 4 * max(SAMPLER_WARMUP_COPIES, profile_copies))
 
 
 def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True) -> int:
@@ -143,11 +145,32 @@ GPT_OSS_CAPTURE_SIZES = 81
 
 def cuda_graph_bytes(num_layers_on_rank: int, max_num_seqs: int,
                      num_speculative_tokens: int = 0, cap: int = 512,
-                     fixed_sizes: int | None = None) -> int:
-    """The CUDA-graph pool `G` on one rank (`fixed_sizes`: a model's own capture list)."""
+                     fixed_sizes: int | None = None, lora_cases: int = 1) -> int:
+    """The CUDA-graph pool `G` on one rank (`fixed_sizes`: a model's own capture list).
+
+    `lora_cases` is 2 where vLLM captures every size twice, without and with active LoRA
+    (`cudagraph_specialize_lora`, on by default with `--enable-lora` from 0.11.1): the
+    per-size part of the pool doubles, the fixed part does not.
+    """
     sizes = fixed_sizes or capture_sizes(max_num_seqs, num_speculative_tokens, cap)
-    scale = 0.4 + 0.6 * min(1.0, sizes / GRAPH_FULL_SIZES)
+    scale = 0.4 + 0.6 * min(1.0, sizes / GRAPH_FULL_SIZES) * lora_cases
     return int((GRAPH_BASE + GRAPH_PER_LAYER * num_layers_on_rank) * scale)
+
+
+def lora_graph_estimate_bytes(num_layers_on_rank: int, max_num_seqs: int,
+                              num_speculative_tokens: int = 0, cap: int = 512,
+                              fixed_sizes: int | None = None) -> int:
+    """vLLM's own CUDA-graph estimate (0.18+) when LoRA-specialised graphs are captured.
+
+    vLLM captures the first two graphs of each mode and extrapolates: first + max(second,
+    1 MiB) × (graphs − 1) (`profile_cudagraph_memory`). With LoRA specialisation the two
+    largest descriptors are the same size, without and with LoRA, so the second capture
+    reuses the first one's pool and the slope falls to its 1 MiB floor: the estimate is about
+    one graph (the model's value at one size) plus 1 MiB per further graph of either case.
+    """
+    sizes = fixed_sizes or capture_sizes(max_num_seqs, num_speculative_tokens, cap)
+    first = int((GRAPH_BASE + GRAPH_PER_LAYER * num_layers_on_rank) * 0.4)
+    return first + max(0, 2 * sizes - 2) * (1 << 20)
 
 
 def context_bytes(world_size: int, *, nccl_before_snapshot: bool,

@@ -32,6 +32,7 @@ from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_env,
 from .settings import Settings
 from .stage_terms import base_terms as _base_terms
 from .stage_terms import override as _override
+from .stage_terms import sampler_copies
 from .weights import mtp_draft_bytes, runtime_dtype_bytes
 
 __all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
@@ -77,6 +78,7 @@ class _Stage:
     non_torch: Estimate
     graph: Estimate
     layout: kvm.KvLayout
+    graph_pool: int | None = None   # the captured pool where it differs from `graph`
     kv: int = 0
     kv_est: Estimate | None = None
     num_blocks: int = 0
@@ -126,7 +128,7 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
           "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
           "enable_lora", "num_speculative_tokens", "disable_sliding_window",
-          "disable_hybrid_kv_cache_manager")
+          "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce")
 
 
 def _is_user(s: Settings, name: str, default) -> bool:
@@ -521,13 +523,19 @@ class _Walk(PlanReport):
         # memory: 1.55 GiB (actual), 1.09 GiB (estimated)").
         graph_pool = g.value_bytes if rules.graph_budget != "subtracted" else int(
             act.GRAPH_ACTUAL_OVER_ESTIMATE * g.value_bytes)
+        if st.graph_pool is not None:       # LoRA-specialised graphs (0.18+): pool > estimate
+            graph_pool = st.graph_pool
+            if graph_pool > free_after_kv:
+                self._failed(F.CUDA_GRAPH_OOM, msg.torch_oom_text(graph_pool, self.T,
+                                                                  free_after_kv))
+                return
         # NOTE: the sampler warm-up runs on the last PP rank, after KV and graphs are allocated.
         last = self.stages[-1]
         used_last = ((self.T - self.F) + last.weights.value_bytes + last.non_torch.value_bytes
                      + cap.num_blocks * last.layout.page_size_bytes)
         free_after_graphs = self.T - used_last - graph_pool
         reqs = min(seqs, self.eff.values["max_num_batched_tokens"])
-        need = act.sampler_warmup_bytes(spec, reqs)
+        need = act.sampler_warmup_bytes(spec, reqs, sampler_copies(spec, self.s, rules))
         if rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs:
             return
         if need > 1.25 * free_after_graphs:

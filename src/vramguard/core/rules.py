@@ -68,6 +68,21 @@ class VllmRules:
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks
     gpt_oss_capture_override: bool = False   # 0.11+: gpt-oss captures up to 992/1024 tokens
+    lora_graph_specialize: bool = False      # 0.11.1+: with LoRA every size captured twice
+    # where TP > 1 custom all-reduce memory shows up in the profile run's non-torch growth N:
+    # "always" (up to 0.10.2 the snapshot precedes the all-reduce/NCCL set-up), "none"
+    # (0.11-0.17: set up before the snapshot), "graph_probe" (0.18+: the CUDA-graph memory
+    # probe inside the profiling window registers its pool with the peers, whose IPC mappings
+    # keep it resident after it is freed; not with enforce_eager)
+    allreduce_in_n: str = "always"
+    # fp32 (reqs x vocab) copies at the peak of the dummy rejection sampler that the v1
+    # runner's profile run and sampler warm-up add with speculative decoding (0.8.1+, PR
+    # 14930: 2R-row input, bonus logprobs, target fp32 + clone, probs, exponential noise and
+    # its reciprocal; counted from rejection_sampler.py, not fitted); 0 = not run
+    spec_sampler_copies: float = 0.0
+    # Model Runner V2 (its profile run has no rejection sampler): "none" | "dense" (0.25-0.28:
+    # models without Mamba/GDN layers or experts) | "all" (0.29+)
+    model_runner_v2: str = "none"
     kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
     # ---- max_model_len derivation (§7) ----
@@ -127,6 +142,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                      "mla_block_size": 64, "sched_defaults": "v1_080"},
      "two capacity lines (§1b), defaults (§9), FlashMLA blocks (§4)"),
     ("0.8.1", "v1", {"sched_defaults": "v1_081"}, "§9"),
+    ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
+     "dummy rejection sampler in the profile run (PR 14930)"),
     ("0.8.3", "both", {"log_weights": "model_gib"}, "GiB in the weights line (§1b)"),
     ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
     ("0.8.4", "v1", {"msg_fit": "v1_084", "estimate_max_len": "lost"}, "estimate bug (§6, §10)"),
@@ -143,9 +160,13 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
                       "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
      "v0 removed (§1a); heavier dummy sampler (fitted)"),
+    ("0.11.0", "v1", {"allreduce_in_n": "none"},
+     "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"gpt_oss_capture_override": True},
      "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
+    ("0.11.1", "v1", {"lora_graph_specialize": True},
+     "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
@@ -154,16 +175,20 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "group_aware_check": True, "auto_fit": True, "msg_autofit": True,
                       "log_weights": "model_s", "log_available": "avail_s",
                       "gib_two_decimals": False}, "ceil(u*T); messages via round() (§1a, §10)"),
-    ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True}, "§1a"),
+    ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,
+                      "allreduce_in_n": "graph_probe"},
+     "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
                       "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
     ("0.22.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len",
                       "msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§3, §1b, §10"),
+    ("0.25.0", "v1", {"model_runner_v2": "dense"}, "Model Runner V2 default (PR 44443)"),
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
     ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
-    ("0.29.0", "v1", {"null_block_in_check": True}, "avail = K - P (§6)"),
+    ("0.29.0", "v1", {"null_block_in_check": True, "model_runner_v2": "all"},
+     "avail = K - P (§6); Model Runner V2 for every model (PR 53183)"),
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,

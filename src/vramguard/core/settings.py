@@ -32,6 +32,7 @@ class Settings:
     swap_space: float | None = None
     enable_chunked_prefill: bool | None = None
     enable_expert_parallel: bool = False
+    disable_custom_all_reduce: bool = False
     enable_prefix_caching: bool | None = None
     enable_lora: bool = False
     max_loras: int | None = None

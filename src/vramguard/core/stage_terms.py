@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
                 tokens: int, seqs: int) -> tuple[tuple, str]:
-    """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout)
-    estimated from the model and settings alone; and the effective KV dtype name."""
+    """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
+    pool where it differs from the graph term) estimated from the model and settings alone;
+    and the effective KV dtype name."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
     splits = pp_layer_split(spec.num_layers, pp)
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
@@ -37,7 +38,9 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
                                    compute_capability=gpu.compute_capability)
     num_reqs = min(seqs, tokens)
     eager = bool(s.enforce_eager) or device == "cpu"
-    custom_ar = gpu.vendor != "nvidia" or _nvlink_class(gpu)
+    custom_ar = ((gpu.vendor != "nvidia" or _nvlink_class(gpu)) and not s.disable_custom_all_reduce
+                 and _allreduce_in_n(rules, eager))
+    copies = sampler_copies(spec, s, rules)
     draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
                    and spec.architecture == "GptOssForCausalLM" else None)
@@ -53,22 +56,20 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
                                  last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
                                  moe_inter_divisor=1 if s.enable_expert_parallel else tp,
                                  dtype_bytes=dtype_b, engine=rules.engine,
-                                 sampler_copies=rules.profile_sampler_copies)
+                                 sampler_copies=copies)
         a_val, _parts = _memo.activation_bytes(spec, shape)
         a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
                                 "profile run: tokens x hidden, MoE workspace, sampler logits")
         n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar),
                                 act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
-        g_val = 0 if eager else act.cuda_graph_bytes(rng[1] - rng[0], seqs,
-                                                     s.num_speculative_tokens,
-                                                     fixed_sizes=fixed_sizes)
+        g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, s, rules, eager, fixed_sizes)
         g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
                                 "CUDA graph pool" if g_val else "eager: no CUDA graphs")
         layout = _memo.build_layout(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
                                     block_size=block, engine=rules.engine,
                                     max_num_batched_tokens=tokens, kv_dtype_name=kv_name)
-        out.append((r, rng, w_est, a_est, n_est, g_est, layout))
+        out.append((r, rng, w_est, a_est, n_est, g_est, layout, g_pool))
     return tuple(out), kv_name
 
 
@@ -89,6 +90,7 @@ def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
             st.non_torch = Estimate.exact(cal.non_torch_bytes, Source.CALIBRATED, "from your logs")
         if cal.cuda_graph_bytes is not None and not eager:
             st.graph = Estimate.exact(cal.cuda_graph_bytes, Source.CALIBRATED, "from your logs")
+            st.graph_pool = None
     if hooks is not None:
         if hooks.weights_bytes is not None:
             st.weights = Estimate.exact(hooks.weights_bytes, Source.USER, "given")
@@ -98,6 +100,50 @@ def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
             st.non_torch = Estimate.exact(hooks.non_torch_bytes, Source.USER, "given")
         if hooks.cuda_graph_bytes is not None and not eager:
             st.graph = Estimate.exact(hooks.cuda_graph_bytes, Source.USER, "given")
+            st.graph_pool = None
+
+
+def _graph_terms(layers: int, seqs: int, s: Settings, rules: VllmRules, eager: bool,
+                 fixed_sizes: int | None) -> tuple[int, int | None]:
+    """(the graph term vLLM logs / subtracts, the captured pool where it differs from it)."""
+    if eager:
+        return 0, None
+    lora = 2 if s.enable_lora and rules.lora_graph_specialize else 1
+    pool = act.cuda_graph_bytes(layers, seqs, s.num_speculative_tokens,
+                                fixed_sizes=fixed_sizes, lora_cases=lora)
+    if lora == 1 or rules.graph_budget == "headroom":
+        return pool, None
+    # NOTE: from 0.18 vLLM's own estimate is what it logs (and subtracts from 0.20); with
+    # LoRA-specialised graphs that estimate is about one graph (activation.py), while the
+    # pool, allocated after the KV cache, holds both cases.
+    est = act.lora_graph_estimate_bytes(layers, seqs, s.num_speculative_tokens,
+                                        fixed_sizes=fixed_sizes)
+    if rules.graph_budget == "subtracted":
+        pool = int(act.GRAPH_ACTUAL_OVER_ESTIMATE * pool)
+    return est, pool
+
+
+def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules) -> float:
+    """fp32 (reqs x vocab) logit copies at the peak of the dummy sampler (profile run and
+    warm-up): with speculative decoding the v1 runner also runs the rejection sampler
+    (rules.py); Model Runner V2 profiles the plain sampler only."""
+    copies = rules.profile_sampler_copies
+    if s.num_speculative_tokens > 0 and not _model_runner_v2(spec, rules):
+        copies = max(copies, rules.spec_sampler_copies)
+    return copies
+
+
+def _model_runner_v2(spec: ModelSpec, rules: VllmRules) -> bool:
+    if rules.model_runner_v2 == "all":
+        return True
+    return rules.model_runner_v2 == "dense" and not spec.is_hybrid and spec.moe is None
+
+
+def _allreduce_in_n(rules: VllmRules, eager: bool) -> bool:
+    """Whether TP>1 custom all-reduce memory lands in the measured non-torch growth."""
+    if rules.allreduce_in_n == "graph_probe":
+        return not eager
+    return rules.allreduce_in_n == "always"
 
 
 def _nvlink_class(gpu: GpuSpec) -> bool:

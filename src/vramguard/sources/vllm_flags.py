@@ -65,6 +65,7 @@ FLAGS: dict[str, Flag] = {
     "--enable-chunked-prefill": Flag("enable_chunked_prefill", TRIBOOL),
     "--enable-prefix-caching": Flag("enable_prefix_caching", TRIBOOL),
     "--enable-expert-parallel": Flag("enable_expert_parallel", BOOL),
+    "--disable-custom-all-reduce": Flag("disable_custom_all_reduce", BOOL),
     "--enable-lora": Flag("enable_lora", BOOL),
     "--max-loras": Flag("max_loras", POS_INT, 1),
     "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
@@ -141,7 +142,7 @@ IGNORED_BOOL = frozenset("""
 --enable-prompt-embeds --disable-cascade-attn --enable-sleep-mode --use-tqdm-on-load
 --data-parallel-hybrid-lb --data-parallel-external-lb --data-parallel-multi-port-external-lb
 --enable-dbo --disable-nccl-for-dp-synchronization --enable-eplb --eplb-log-balancedness
---ray-workers-use-nsight --disable-custom-all-reduce
+--ray-workers-use-nsight
 --enable-multimodal-encoder-data-parallel --calculate-kv-scales --kv-sharing-fast-prefill
 --enable-mm-embeds --interleave-mm-strings --disable-mm-preprocessor-cache --enable-lora-bias
 --disable-chunked-mm-input --async-scheduling --guided-decoding-disable-fallback
