@@ -226,3 +226,15 @@ def test_lora_graph_estimate_degenerates_and_the_pool_comes_on_top():
     roomy = Settings(max_model_len=8192, max_num_seqs=512, enable_lora=True,
                      gpu_memory_utilization=0.85)
     assert plan(llama31_8b(), roomy, H100, vllm_version="0.29.0", hooks=hooks).outcome.ok
+
+
+def test_free_memory_message_names_the_cuda_device():
+    """vLLM 0.14+ names the device in the free-memory message: the worker on the n-th GPU
+    CUDA shows it prints cuda:n."""
+    s = Settings(max_model_len=4096, gpu_memory_utilization=0.95)
+    p = plan(llama31_8b(), s, H100, vllm_version="0.29.0", other_used_bytes=20 * GIB,
+             cuda_ordinal=2)
+    assert p.outcome.failure == F.FREE_MEMORY_BELOW_REQUEST
+    assert p.outcome.message.startswith("Free memory on device cuda:2 (")
+    p0 = plan(llama31_8b(), s, H100, vllm_version="0.29.0", other_used_bytes=20 * GIB)
+    assert p0.outcome.message.startswith("Free memory on device cuda:0 (")

@@ -156,7 +156,7 @@ def toy_planner(*, weights_gib: float = 16, other_gib: float = 2, ctx_gib: float
     """plan_for(settings, gpu) with vLLM's v1 rules in miniature, numbers by hand:
     R = u x T; F = free - ctx; fail when F < R (free check), when W > F, or when one
     request of max_model_len does not fit K = R - W - other."""
-    def plan_for(settings, gpu: GpuState) -> Plan:
+    def plan_for(settings, gpu: GpuState, cuda_ordinal: int = 0) -> Plan:
         u = settings.gpu_memory_utilization or 0.92
         L = settings.max_model_len or 131072
         seqs = settings.max_num_seqs or 1024
@@ -168,7 +168,7 @@ def toy_planner(*, weights_gib: float = 16, other_gib: float = 2, ctx_gib: float
         outcome = Outcome(ok=True)
         if F < R:
             outcome = Outcome(False, failures.FREE_MEMORY_BELOW_REQUEST,
-                              f"Free memory on device cuda:0 ({F / GIB:.2f}/{T / GIB:.2f} GiB) "
+                              f"Free memory on device cuda:{cuda_ordinal} ({F / GIB:.2f}/{T / GIB:.2f} GiB) "
                               f"on startup is less than desired GPU memory utilization "
                               f"({u}, {R / GIB:.2f} GiB).")
         elif W > F:

@@ -135,9 +135,10 @@ def test_real_planner_agrees_on_llama_8b(free_gib):
     from vramguard.sources.resolve import load_model_spec
     spec = load_model_spec("meta-llama/Llama-3.1-8B-Instruct", offline=True)
 
-    def plan_for(settings, gpu):
+    def plan_for(settings, gpu, cuda_ordinal=0):
         return plan(spec, settings, gpu.spec, vllm_version="0.33.0",
-                    other_used_bytes=max(0, gpu.spec.total_bytes - gpu.free_bytes))
+                    other_used_bytes=max(0, gpu.spec.total_bytes - gpu.free_bytes),
+                    cuda_ordinal=cuda_ordinal)
     from vramguard.core.gpu_catalog import lookup_gpu
     from dataclasses import replace
     gpu = replace(state(0, free_gib=free_gib, procs=((5, "p", 79 - free_gib),)),

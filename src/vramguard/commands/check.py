@@ -180,15 +180,17 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
 
 
 def planner_for(prep: Prepared):
-    """plan_for(settings, gpu_state) -> Plan with the real planner, for this model/version.
+    """plan_for(settings, gpu_state, cuda_ordinal=0) -> Plan with the real planner, for this
+    model/version (`cuda_ordinal`: the GPU's position among those CUDA shows vLLM).
     Free memory is given as what the other processes hold; the planner subtracts vLLM's
     own CUDA context (and NCCL) to get the free memory at vLLM's snapshot."""
     from ..core.planner import plan
 
-    def plan_for(settings, gpu):
+    def plan_for(settings, gpu, cuda_ordinal=0):
         others = max(0, gpu.spec.total_bytes - gpu.free_bytes)
         return plan(prep.spec, settings, gpu.spec, vllm_version=prep.version,
-                    engine=prep.engine, other_used_bytes=others, env=dict(prep.cmd.env))
+                    engine=prep.engine, other_used_bytes=others, env=dict(prep.cmd.env),
+                    cuda_ordinal=cuda_ordinal)
     return plan_for
 
 

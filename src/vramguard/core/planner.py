@@ -250,7 +250,7 @@ def _sub(a: Estimate, *terms: Estimate, note: str = "") -> Estimate:
 def plan(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str | None = None,
          engine: str | None = None, free_bytes: int | None = None, other_used_bytes: int = 0,
          calibration: Calibration | None = None, hooks: PlanHooks | None = None,
-         env: dict[str, str] | None = None, detail: bool = True) -> Plan:
+         env: dict[str, str] | None = None, detail: bool = True, cuda_ordinal: int = 0) -> Plan:
     """Predict vLLM's startup for `spec` + `settings` on `gpu`.
 
     `free_bytes` is the free memory per GPU at vLLM's snapshot (what vLLM prints as
@@ -261,29 +261,31 @@ def plan(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str
     to given byte values (tests and what-ifs). `env` holds the launch's environment variables
     (e.g. `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`). `detail=False` leaves out the
     predicted log lines, assumptions and fixes (the same numbers and outcome, about a third
-    faster: the tuner screens candidates this way). Raises UsageError for vLLM's own
+    faster: the tuner screens candidates this way). `cuda_ordinal` is the GPU's position among
+    the devices CUDA shows vLLM (its messages name `cuda:N`). Raises UsageError for vLLM's own
     validation.
     """
     return _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes,
-                 calibration, hooks, env, detail).run()
+                 calibration, hooks, env, detail, cuda_ordinal).run()
 
 
 def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str | None = None,
            engine: str | None = None, free_bytes: int | None = None, other_used_bytes: int = 0,
            calibration: Calibration | None = None, hooks: PlanHooks | None = None,
-           env: dict[str, str] | None = None) -> tuple[Plan, Callable[[], Plan]]:
+           env: dict[str, str] | None = None,
+           cuda_ordinal: int = 0) -> tuple[Plan, Callable[[], Plan]]:
     """`plan(..., detail=False)`, and a function that returns the same plan in full (log
     lines, assumptions, fixes) from the same startup walk, without planning it again.
 
     NOTE: a search screens many candidates and shows a few; re-planning those in full
     repeated the walk. The full plan equals `plan(..., detail=True)` with the same inputs."""
     walk = _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes,
-                 calibration, hooks, env, False)
+                 calibration, hooks, env, False, cuda_ordinal)
     return walk.run(), walk.detailed
 
 
 def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
-          hooks, env, detail) -> "_Walk":
+          hooks, env, detail, cuda_ordinal=0) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
     rules = apply_env(_pick_rules(version, engine, gpu), env)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
@@ -292,7 +294,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     stages, kv_name = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks, device)
     return _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
-                 cal, hooks, device, derived, detail, kv_name)
+                 cal, hooks, device, derived, detail, kv_name, cuda_ordinal)
 
 
 # ---- the startup walk ------------------------------------------------------------------
@@ -311,8 +313,10 @@ class _Walk(PlanReport):
     """vLLM's startup order (§2) over the per-stage terms; `PlanReport` builds the Plan."""
 
     def __init__(self, spec, settings, gpu, rules, eff, stages, version, free_bytes,
-                 other_used, cal, hooks, device, derived, detail=True, kv_name="auto"):
+                 other_used, cal, hooks, device, derived, detail=True, kv_name="auto",
+                 cuda_ordinal=0):
         self.spec, self.s, self.gpu, self.rules = spec, settings, gpu, rules
+        self.cuda_ordinal = cuda_ordinal
         self.detail, self.kv_name, self.cap = detail, kv_name, None
         self.eff, self.stages, self.version = eff, stages, version
         self.cal, self.hooks, self.device, self.derived = cal, hooks, device, derived
@@ -396,7 +400,8 @@ class _Walk(PlanReport):
                     "`--gpu-memory-utilization` flag controls the fraction of CPU memory reserved "
                     "(despite its name). To resolve: …")
         else:
-            text = msg.free_memory_message(self.rules, self.F, self.T, self.u, self.R)
+            text = msg.free_memory_message(self.rules, self.F, self.T, self.u, self.R,
+                                           device=f"cuda:{self.cuda_ordinal}")
         self._failed(F.FREE_MEMORY_BELOW_REQUEST, text)
 
     def _load_transient(self) -> int:

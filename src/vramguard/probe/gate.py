@@ -1,6 +1,7 @@
 """The launch gate: live GPU state + the planner -> a verdict per GPU, problems and fixes.
 
-Pure (no I/O): the planner comes in as `plan_for(settings, gpu_state) -> Plan`, so the
+Pure (no I/O): the planner comes in as `plan_for(settings, gpu_state, cuda_ordinal=0) -> Plan`
+(`cuda_ordinal`: the GPU's position among those CUDA shows vLLM, named in its messages), so the
 command passes the real `core.planner.plan` and tests pass a hand-built one. vLLM's own
 rules (the free >= utilization x total check, whole-GPU versions, ...) live in the planner and
 the version table; this module adds the safety margins and turns failures into fixes:
@@ -22,7 +23,7 @@ from .window import Window
 
 GIB = 1 << 30
 DEFAULT_HEADROOM_BYTES = GIB // 2
-PlanFor = Callable[[Settings, GpuState], Plan]
+PlanFor = Callable[..., Plan]      # (settings, gpu_state, cuda_ordinal=0) -> Plan
 # Failures that free memory decides (the free-memory check, or no room for the weights).
 FREE_FAILURES = (failures.FREE_MEMORY_BELOW_REQUEST, failures.WEIGHTS_OOM)
 
@@ -137,25 +138,17 @@ def _gib(n: int | float) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def _device_message(message: str | None, cuda_ordinal: int) -> str | None:
-    # NOTE: the planner words vLLM's message for rank 0 ("device cuda:0"); the worker on the
-    # n-th visible GPU prints cuda:n.
-    if message is None:
-        return None
-    return message.replace("device cuda:0 ", f"device cuda:{cuda_ordinal} ")
-
-
 def judge_gpu(gpu: GpuState, settings: Settings, plan_for: PlanFor,
               margins: Margins, cuda_ordinal: int = 0) -> GpuVerdict:
     """Plan vLLM on this GPU as measured and check the margins."""
-    plan = plan_for(settings, gpu)
+    plan = plan_for(settings, gpu, cuda_ordinal=cuda_ordinal)
     spare = spare_bytes(plan)
     takes = gpu.free_bytes - spare
     problems: list[Problem] = []
     out = plan.outcome
     where = f"GPU {gpu.index}"
     if not out.ok and out.failure in FREE_FAILURES:
-        text = _device_message(out.message, cuda_ordinal) or out.failure
+        text = out.message or out.failure
         problems.append(Problem(out.failure, f"{where}: {text}", gpu_index=gpu.index))
     elif spare < margins.headroom_bytes:
         problems.append(Problem(
