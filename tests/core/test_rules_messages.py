@@ -363,3 +363,24 @@ def test_rejection_sampler_in_the_profile_run_with_speculative_decoding():
     assert sampler("0.25.0", k2, dense8b) == sampler("0.25.0", base, dense8b)
     assert act.sampler_warmup_bytes(spec, 256, 7.0) == logits(7.0)
     assert act.sampler_warmup_bytes(spec, 256) == logits(act.SAMPLER_WARMUP_COPIES)
+
+
+def test_model_runner_v2_env_switch():
+    """VLLM_USE_V2_MODEL_RUNNER picks the runner where V2 is a default (0.25+): with V2 the
+    profile run has no rejection sampler; =0 brings the v1 runner's back."""
+    from core_specs import qwen3_next_kv_only
+    from vramguard.core.rules import apply_env, resolve_rules
+    assert apply_env(resolve_rules("0.30.0"), {"VLLM_USE_V2_MODEL_RUNNER": "0"}) \
+        .model_runner_v2 == "off"
+    assert apply_env(resolve_rules("0.26.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
+        .model_runner_v2 == "all"
+    assert apply_env(resolve_rules("0.20.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
+        .model_runner_v2 == "none"
+    h100 = lookup_gpu("H100")
+    s = Settings(max_model_len=8192, max_num_seqs=256, num_speculative_tokens=2)
+
+    def act(env):
+        return plan(qwen3_next_kv_only(), s, h100, vllm_version="0.30.0",
+                    env=env).tightest.activation.value_bytes
+    assert act({"VLLM_USE_V2_MODEL_RUNNER": "0"}) - act({}) \
+        == int(256 * 151936 * 4 * 7.0) - int(256 * 151936 * 4 * 2.1)

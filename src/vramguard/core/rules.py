@@ -81,7 +81,8 @@ class VllmRules:
     # its reciprocal; counted from rejection_sampler.py, not fitted); 0 = not run
     spec_sampler_copies: float = 0.0
     # Model Runner V2 (its profile run has no rejection sampler): "none" | "dense" (0.25-0.28:
-    # models without Mamba/GDN layers or experts) | "all" (0.29+)
+    # models without Mamba/GDN layers or experts) | "all" (0.29+) | "off" (turned off by
+    # VLLM_USE_V2_MODEL_RUNNER=0)
     model_runner_v2: str = "none"
     kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
@@ -285,6 +286,7 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None) ->
 
 
 ENV_GRAPH_ESTIMATE = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+ENV_MODEL_RUNNER_V2 = "VLLM_USE_V2_MODEL_RUNNER"
 
 
 def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
@@ -292,13 +294,24 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
 
     `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` (§1a; 0.18+ where the estimate exists): `1`
     subtracts the CUDA-graph estimate from the budget, `0` only logs it (the default is 0 in
-    0.18-0.19 and 1 from 0.20). Older rows and other variables are unchanged.
+    0.18-0.19 and 1 from 0.20). `VLLM_USE_V2_MODEL_RUNNER` (rows where Model Runner V2 is a
+    default, 0.25+): `1` for every model, `0` for none. Older rows and other variables are
+    unchanged.
     """
-    val = (env or {}).get(ENV_GRAPH_ESTIMATE)
-    if val is None or rules.engine != "v1" or rules.graph_budget == "headroom":
+    env = env or {}
+    if rules.engine != "v1":
         return rules
-    on = val.strip().lower() in ("1", "true", "yes", "on")
-    return replace(rules, graph_budget="subtracted" if on else "estimated")
+    val = env.get(ENV_GRAPH_ESTIMATE)
+    if val is not None and rules.graph_budget != "headroom":
+        rules = replace(rules, graph_budget="subtracted" if _truthy(val) else "estimated")
+    val = env.get(ENV_MODEL_RUNNER_V2)
+    if val is not None and rules.model_runner_v2 != "none":
+        rules = replace(rules, model_runner_v2="all" if _truthy(val) else "off")
+    return rules
+
+
+def _truthy(val: str) -> bool:
+    return val.strip().lower() in ("1", "true", "yes", "on")
 
 
 def rules_fields() -> tuple[str, ...]:

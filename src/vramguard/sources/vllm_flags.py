@@ -156,7 +156,7 @@ IGNORED_BOOL = frozenset("""
 --allow-deprecated-quantization --enable-flashinfer-autotune --enable-elastic-ep
 --enable-ep-weight-filter --enable-bf16x3-router-gemm --enable-flash-late-interaction
 --enable-mamba-cache-stochastic-rounding --enable-mixed-moe-lora-format
---enable-moe-shared-loras --enable-tower-connector-lora --specialize-active-lora
+--enable-moe-shared-loras --enable-tower-connector-lora
 --jit-monitor-verbose --numa-bind --scheduler-reserve-full-isl --use-fp64-gumbel --grpc
 --enable-reasoning
 """.split())
@@ -186,10 +186,10 @@ UNMODELED_VALUE = frozenset("""
 """.split())
 UNMODELED_BOOL = frozenset("""
 --skip-mm-profiling --mm-encoder-only --language-model-only --fully-sharded-loras
---enable-cumem-allocator
+--enable-cumem-allocator --specialize-active-lora
 """.split())
 # Environment variables of a pasted line that change vLLM's startup memory but that the plan
 # does not take into account (VLLM_USE_V1 selects the engine; the planner reads
-# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS through plan(env=...)).
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS and VLLM_USE_V2_MODEL_RUNNER through plan(env=...)).
 UNMODELED_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_PP_LAYER_PARTITION",
                  "VLLM_CPU_KVCACHE_SPACE")
