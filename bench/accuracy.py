@@ -266,6 +266,8 @@ def summarize(rows: list[dict]) -> dict:
     med, med_n = (round(statistics.median(d), 3) if d else None,
                   round(statistics.median(dn), 3) if dn else None)
     return {"cases": len(rows), "kv_cases": len(kv_rows),
+            "kv_cases_over_1_5_gib": sum(1 for x in d if x > 1.5),
+            "naive_kv_cases_over_1_5_gib": sum(1 for x in dn if x > 1.5),
             "median_abs_dkv_gib": med, "p90_abs_dkv_gib": pct(d, 0.9),
             "outcome_accuracy": round(right / len(rows), 3) if rows else None,
             "naive_median_abs_dkv_gib": med_n, "naive_p90_abs_dkv_gib": pct(dn, 0.9),
@@ -322,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'median |dKV| (GiB)':24}{s['median_abs_dkv_gib']!s:>12}"
           f"{s['naive_median_abs_dkv_gib']!s:>12}")
     print(f"{'p90 |dKV| (GiB)':24}{s['p90_abs_dkv_gib']!s:>12}{s['naive_p90_abs_dkv_gib']!s:>12}")
+    print(f"{'cases > 1.5 GiB off':24}{s['kv_cases_over_1_5_gib']!s:>12}"
+          f"{s['naive_kv_cases_over_1_5_gib']!s:>12}")
     print(f"{'outcome accuracy':24}{s['outcome_accuracy']!s:>12}"
           f"{s['naive_outcome_accuracy']!s:>12}")
     print(f"median improvement over naive: {s['median_improvement_x']}x")
