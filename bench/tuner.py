@@ -5,8 +5,10 @@
 1. planner throughput on the kind of candidates the tuner makes (random utilization,
    max_model_len, max_num_seqs, batched tokens, KV dtype, TP) for a few models, with the
    memo caches of core/_memo.py off and on;
-2. the tuner end to end: planner runs per second inside `tune()` (its own duplicate-candidate
-   cache cleared per request), with the memo caches off and on.
+2. the tuner end to end: candidate plans per second inside `tune()` (`TuneResult.num_evaluated`
+   over the CPU time of the calls), side by side: cold (the memo caches cleared before every
+   request: one `vramguard tune` invocation; the figure compared with the 20,000 target),
+   warm (the caches kept across requests: a long-running process) and memo off.
 
 Each figure is the best of a few repetitions, in CPU time of this process (the machine
 may be shared; wall-clock time would count other processes' load). If the planner does
@@ -101,23 +103,46 @@ def bench_planner(specs, gpu, n: int, reps: int) -> dict:
     return out
 
 
-def bench_tuner(specs, reps: int) -> dict:
+def tuner_requests(specs) -> list[TuneRequest]:
+    """Three GPU setups per model (a 24 GiB card, an 80 GiB card, two 80 GiB cards)."""
     reqs = []
     for spec in specs:
         for gpu, n in (("RTX-3090", 1), ("H100-80GB", 1), ("A100-80GB", 2)):
             reqs.append(TuneRequest(spec, Settings(), tuple(GpuTarget(lookup_gpu(gpu))
                                                             for _ in range(n)),
                                     workload=Workload(800, 2000, 6000), explain=False))
+    return reqs
+
+
+# label -> (memo on, memo cleared before every tune request)
+TUNER_MODES = {
+    "cold (memo cleared per request)": (True, True),
+    "warm (memo kept across requests)": (True, False),
+    "memo off": (False, False),
+}
+
+
+def bench_tuner(specs, reps: int) -> dict:
+    """Candidate plans per CPU second inside `tune()`, per memo mode (best of `reps`).
+
+    NOTE: cold is what one `vramguard tune` invocation sees (a fresh process: nothing
+    memoized); warm is a long-running process serving many tune calls (the same requests
+    repeated, so from the second repetition every stage term is memoized)."""
+    reqs = tuner_requests(specs)
     out = {}
-    for label, on in (("memo off", False), ("memo on", True)):
+    for label, (on, cold) in TUNER_MODES.items():
         _memo.clear()
         _memo.set_enabled(on)
         best = 0.0
         for _ in range(reps):
-            runs, t0 = 0, time.process_time()
+            runs, cpu = 0, 0.0
             for r in reqs:
+                if cold:
+                    _memo.clear()       # not timed
+                t0 = time.process_time()
                 runs += tune(r).num_evaluated
-            best = max(best, runs / (time.process_time() - t0))
+                cpu += time.process_time() - t0
+            best = max(best, runs / cpu)
         out[label] = best
     _memo.set_enabled(True)
     return out
@@ -142,12 +167,13 @@ def main() -> int:
     for k, v in p.items():
         print(f"  {k:34} {v:9,.0f} plans/s  ({1e6 / v:6.1f} µs/plan)")
     t = bench_tuner(specs, reps)
-    print("tune() end to end (candidate plans per second of the whole search, including the "
-          "full re-plan of the options shown):")
+    print(f"tune() end to end, {len(specs) * 3} requests (candidate plans per CPU second of "
+          "the whole search, the options shown finished from their screened walk):")
     for k, v in t.items():
         print(f"  {k:34} {v:9,.0f} plans/s  ({1e6 / v:6.1f} µs/plan)")
-    print("target: >= 20,000 candidate plans/s")
-    print(f"memo: {_memo.stats['misses']:,} terms computed (the rest served from the caches)")
+    cold = t["cold (memo cleared per request)"]
+    print(f"target: >= 20,000 candidate plans/s, cold: {'met' if cold >= 20000 else 'not met'} "
+          f"({cold:,.0f})")
     return 0
 
 

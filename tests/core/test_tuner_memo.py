@@ -126,10 +126,11 @@ def test_spec_identity_not_equality():
     a = spec("Qwen/Qwen2.5-7B-Instruct")
     s = Settings()
     w1 = _memo.weights_per_rank(a, s)
+    first = _memo.stats["misses"]       # the weights and the model's checkpoint scale
     import dataclasses
     b = dataclasses.replace(a, checkpoint=None, num_layers=a.num_layers)
     assert _memo.weights_per_rank(b, s) == w1          # same facts, computed afresh
-    assert _memo.stats["misses"] == 2
+    assert _memo.stats["misses"] == 2 * first
 
 
 def test_tables_are_bounded():
@@ -144,3 +145,67 @@ def test_tables_are_bounded():
 def dataclasses_copy(x):
     import dataclasses
     return dataclasses.replace(x)
+
+
+# One field at a time from a base: every variant is planned right after the base, so a cache
+# keyed on too little (the stage terms without tokens/seqs, the KV layout's shape without the
+# batched tokens, the flag sources, the weights, the checkpoint scale) serves the base's
+# entry and the plan differs from a fresh one.
+SWEEP = {
+    "max_num_batched_tokens": (1024, 4096, 16384), "max_num_seqs": (1, 8, 200),
+    "gpu_memory_utilization": (0.5, 0.95), "max_model_len": (1024, 8192),
+    "tensor_parallel_size": (2, 4), "pipeline_parallel_size": (2,),
+    "data_parallel_size": (2,), "kv_cache_dtype": ("fp8", "fp8_e5m2"),
+    "quantization": ("fp8", "awq"), "dtype": ("float16", "float32"), "enforce_eager": (True,),
+    "block_size": (32,), "cpu_offload_gb": (2.0,), "enable_expert_parallel": (True,),
+    "enable_chunked_prefill": (False,), "disable_sliding_window": (True,),
+    "disable_hybrid_kv_cache_manager": (True,), "num_speculative_tokens": (2,),
+    "enable_lora": (True,), "max_loras": (4,), "max_lora_rank": (64,),
+    "disable_custom_all_reduce": (True,), "entrypoint": ("llm",),
+}
+SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
+                "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b")
+
+
+@pytest.mark.parametrize("model", SWEEP_MODELS)
+@pytest.mark.parametrize("version", (None, "0.11.0", "0.8.5"))
+@pytest.mark.parametrize("user_set", (True, False))
+def test_one_field_changed_memo_equals_fresh(model, version, user_set):
+    import dataclasses
+    g = lookup_gpu("H100-80GB")
+    base = Settings(max_num_seqs=64, max_model_len=4096, max_num_batched_tokens=2048)
+    _memo.clear()
+    for name, values in SWEEP.items():
+        for value in values:
+            for s in (base, dataclasses.replace(base, **{name: value})):
+                if user_set:
+                    s = dataclasses.replace(s, user_set=frozenset(
+                        f.name for f in dataclasses.fields(s)
+                        if getattr(s, f.name) != getattr(Settings(), f.name)))
+                with_memo = outcome(lambda: planner.plan(spec(model), s, g, vllm_version=version))
+                with _memo.disabled():
+                    fresh = outcome(lambda: planner.plan(spec(model), s, g,
+                                                         vllm_version=version))
+                assert with_memo == fresh, (model, version, name, value)
+
+
+def test_layout_shape_with_inflight_equals_build_layout():
+    """kv.build_layout = the shape (memoized without the batched tokens) + in-flight tokens."""
+    from vramguard.core import kv
+    from vramguard.core.rules import resolve_rules
+    for model in SWEEP_MODELS:
+        sp = spec(model)
+        for version in (None, "0.11.0", "0.8.5"):
+            rules = resolve_rules(version)
+            for s in (Settings(), Settings(pipeline_parallel_size=2, tensor_parallel_size=2)):
+                kw = dict(kv_bytes=2, mamba_bytes=2, block_size=16, engine=rules.engine)
+                for tokens in (512, 8192):
+                    _memo.clear()
+                    first = _memo.build_layout(sp, s, rules, (0, sp.num_layers),
+                                               max_num_batched_tokens=tokens * 2, **kw)
+                    got = _memo.build_layout(sp, s, rules, (0, sp.num_layers),
+                                             max_num_batched_tokens=tokens, **kw)
+                    want = kv.build_layout(sp, s, rules, (0, sp.num_layers),
+                                           max_num_batched_tokens=tokens, **kw)
+                    assert got == want and repr(got) == repr(want), (model, version, tokens)
+                    assert first.groups == got.groups

@@ -47,8 +47,11 @@ _SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len
 _NOT_READ_WEIGHTS = _SEARCHED | {"kv_cache_dtype", "block_size", "disable_sliding_window",
                                  "disable_hybrid_kv_cache_manager", "num_speculative_tokens",
                                  "enforce_eager"}
+# NOTE: the layout's shape reads the KV/mamba dtypes only through its arguments, and PP only
+# through the in-flight tokens (applied per call).
 _NOT_READ_LAYOUT = _SEARCHED | {"cpu_offload_gb", "enforce_eager", "enable_lora", "max_loras",
-                                "max_lora_rank"}
+                                "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
+                                "pipeline_parallel_size"}
 
 # NOTE: the planner's per-stage terms read the effective batched tokens and sequences
 # (passed in the key), never the flags a search varies.
@@ -143,7 +146,15 @@ def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=Non
         return _weights.weights_per_rank(spec, settings, compute_capability)
     key = (_weight_key(settings), compute_capability)
     return _lookup(_table(spec, "weights"), key,
-                   lambda: _weights.weights_per_rank(spec, settings, compute_capability))
+                   lambda: _weights.weights_per_rank(spec, settings, compute_capability,
+                                                     scale=checkpoint_scale(spec)))
+
+
+def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:
+    """`weights.checkpoint_scale`, once per model."""
+    if not _enabled:
+        return _weights.checkpoint_scale(spec)
+    return _lookup(_table(spec, "ckpt_scale"), None, lambda: _weights.checkpoint_scale(spec))
 
 
 def _lookup_rules(table: dict, rules, key, compute):
@@ -159,13 +170,29 @@ def _lookup_rules(table: dict, rules, key, compute):
     return value
 
 
-def build_layout(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):
-    """`kv.build_layout`, cached per model on the fields it reads and every argument."""
+def build_layout(spec: ModelSpec, settings: Settings, rules, layer_range, *,
+                 max_num_batched_tokens: int, async_scheduling: bool = False, **kw):
+    """`kv.build_layout`: its shape (`kv.layout_shape`) cached per model on the fields it
+    reads and every other argument; the in-flight tokens set per call.
+
+    NOTE: the batched tokens only feed the in-flight tokens `I`, which a search varies per
+    candidate: the shape is computed once, `I` applied to it (`kv.with_inflight`)."""
     if not _enabled:
-        return _kv.build_layout(spec, settings, rules, layer_range, **kw)
+        return _kv.build_layout(spec, settings, rules, layer_range,
+                                max_num_batched_tokens=max_num_batched_tokens,
+                                async_scheduling=async_scheduling, **kw)
+    return _kv.with_inflight(layout_shape(spec, settings, rules, layer_range, **kw),
+                             _kv.inflight_tokens(rules, settings, max_num_batched_tokens,
+                                                 async_scheduling))
+
+
+def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):
+    """`kv.layout_shape`, cached per model on the fields it reads and every argument."""
+    if not _enabled:
+        return _kv.layout_shape(spec, settings, rules, layer_range, **kw)
     key = (_layout_key(settings), tuple(layer_range), tuple(sorted(kw.items())))
     return _lookup_rules(_table(spec, "layout"), rules, key,
-                         lambda: _kv.build_layout(spec, settings, rules, layer_range, **kw))
+                         lambda: _kv.layout_shape(spec, settings, rules, layer_range, **kw))
 
 
 def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_window=False,
@@ -205,13 +232,16 @@ def _first_window(spec: ModelSpec) -> int | None:
 
 
 def flag_sources(values: tuple, user_set: frozenset, compute):
-    """Where the flags the planner takes as given came from (`compute()`), cached on their
-    values and `user_set` (the sources depend on nothing else)."""
+    """Where the flags the planner takes as given came from (`compute()`), cached on
+    `user_set` when it is not empty (a flag is the user's exactly when it is in it), else on
+    the values (a flag is the user's when it differs from vLLM's default)."""
     if not _enabled:
         return compute()
     if len(_sources) >= MAX_ENTRIES_PER_TABLE:
         _sources.clear()
-    return _lookup(_sources, (values, user_set), compute)
+    # NOTE: keyed on the values only without user_set: a search gives every candidate its own
+    # values (utilization, lengths) but few distinct user_sets.
+    return _lookup(_sources, (True, user_set) if user_set else (False, values), compute)
 
 
 def stage_terms(spec: ModelSpec, settings: Settings, rules, gpu, device: str, tokens: int,
@@ -228,6 +258,22 @@ def stage_terms(spec: ModelSpec, settings: Settings, rules, gpu, device: str, to
         return hit[2]
     stats["misses"] += 1
     value = compute(spec, settings, rules, gpu, device, tokens, seqs)
+    table[full] = (rules, gpu, value)
+    return value
+
+
+def stage_fixed(spec: ModelSpec, settings: Settings, rules, gpu, device: str, compute):
+    """The per-stage terms that depend on neither the batched tokens nor the sequences,
+    `compute(spec, settings, rules, gpu, device)`: cached like `stage_terms` without them."""
+    if not _enabled:
+        return compute(spec, settings, rules, gpu, device)
+    table = _table(spec, "stage_fixed")
+    full = (id(rules), id(gpu), _stage_key(settings), device)
+    hit = table.get(full)
+    if hit is not None and hit[0] is rules and hit[1] is gpu:
+        return hit[2]
+    stats["misses"] += 1
+    value = compute(spec, settings, rules, gpu, device)
     table[full] = (rules, gpu, value)
     return value
 

@@ -69,8 +69,12 @@ class KvLayout:
 
     def blocks_per_request(self, max_model_len: int) -> int:
         """Σ over groups of the blocks one request of `max_model_len` needs."""
-        return sum(_group_blocks(g, max_model_len, self.block_size, self.inflight_tokens)
-                   for g in self.groups)
+        # NOTE: a loop, not a generator: called several times per screened candidate.
+        b, inflight = self.block_size, self.inflight_tokens
+        n = 0
+        for g in self.groups:
+            n += _group_blocks(g, max_model_len, b, inflight)
+        return n
 
     def needed_bytes(self, max_model_len: int) -> int:
         """vLLM's `max_memory_usage` for one request of `max_model_len`, on this worker."""
@@ -162,6 +166,32 @@ def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_ra
                  max_num_batched_tokens: int, async_scheduling: bool = False,
                  kernel_alignment: int = 16, kv_dtype_name: str = "auto") -> KvLayout:
     """The KV layout of one worker holding `layer_range` at TP `settings.tensor_parallel_size`."""
+    shape = layout_shape(spec, settings, rules, layer_range, kv_bytes=kv_bytes,
+                         mamba_bytes=mamba_bytes, block_size=block_size, engine=engine,
+                         kernel_alignment=kernel_alignment, kv_dtype_name=kv_dtype_name)
+    return with_inflight(shape, inflight_tokens(rules, settings, max_num_batched_tokens,
+                                                async_scheduling))
+
+
+def with_inflight(shape: KvLayout, inflight: int) -> KvLayout:
+    """`shape` (from `layout_shape`) with the in-flight tokens `I` of the sliding/chunked caps.
+
+    NOTE: an attention-free layout (no groups) keeps I = 0. Built without the frozen
+    `__init__` (a search varies the batched tokens, hence I, per candidate)."""
+    if not shape.groups:
+        return shape
+    new = object.__new__(KvLayout)
+    new.__dict__.update(shape.__dict__)
+    new.__dict__["inflight_tokens"] = inflight
+    return new
+
+
+def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
+                 layer_range: tuple[int, int], *, kv_bytes: int, mamba_bytes: int,
+                 block_size: int, engine: str, kernel_alignment: int = 16,
+                 kv_dtype_name: str = "auto") -> KvLayout:
+    """`build_layout` without the in-flight tokens (I = 0; `with_inflight` sets it): the
+    block size, groups and pages depend on neither the batched tokens nor PP's batches."""
     tp = settings.tensor_parallel_size
     start, end = layer_range
     atts = [layer.attention for layer in spec.layers[start:end]]
@@ -193,7 +223,7 @@ def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_ra
             a.chunk_size_tokens if kind == CHUNKED else None)
         key = (kind, window)
         kinds[key] = kinds.get(key, 0) + 1
-    inflight = inflight_tokens(rules, settings, max_num_batched_tokens, async_scheduling)
+    inflight = 0          # NOTE: set by `with_inflight`
     b = block_size
     enlarged, pad_pct = False, 0.0
     has_mamba = (MAMBA, None) in kinds

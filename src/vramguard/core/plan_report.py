@@ -22,6 +22,9 @@ __all__ = ["PlanReport"]
 _USER, _DEFAULT = Source.USER.value, Source.VLLM_DEFAULT.value
 # NOTE: built once or more per screened candidate: without the frozen __init__ (_frozen.py).
 _ledger, _outcome, _plan = maker(Ledger), maker(Outcome), maker(Plan)
+_estimate = maker(Estimate)
+_CATALOG, _DERIVED_SRC, _MEASURED = Source.CATALOG, Source.DERIVED, Source.MEASURED
+_NOT_BUDGETED = "not budgeted in this version: must fit outside u x total"
 
 
 def _tp_rank(ledger: Ledger, rank: int, tp_rank: int) -> Ledger:
@@ -49,30 +52,40 @@ class PlanReport:
 
     def _build_ledgers(self) -> tuple[Ledger, ...]:
         tp = self.s.tensor_parallel_size
-        total = Estimate.exact(self.T, Source.CATALOG if self.gpu.source == "catalog"
-                               else Source.DERIVED, self.gpu.name)
-        free = (Estimate.exact(self.F, Source.MEASURED if self.free_given else Source.DERIVED,
-                               "given" if self.free_given else "total - CUDA context - others")
-                if self.free_given else
-                Estimate.banded(self.F, 0.0, Source.ESTIMATED, "total - CUDA context - others",
-                                abs_bytes=256 << 20))
-        req = Estimate.exact(int(self.R), Source.DERIVED,
-                             f"{'ceil' if self.rules.request_ceil else ''}(u x total)")
+        T, F = int(self.T), self.F
+        # NOTE: `Estimate.exact(...)` built with `_estimate` (the same object, no __init__).
+        total = _estimate(value_bytes=T, low_bytes=T, high_bytes=T,
+                          source=_CATALOG if self.gpu.source == "catalog" else _DERIVED_SRC,
+                          note=self.gpu.name)
+        if self.free_given:
+            f = int(F)
+            free = _estimate(value_bytes=f, low_bytes=f, high_bytes=f, source=_MEASURED,
+                             note="given")
+        else:
+            free = Estimate.banded(F, 0.0, Source.ESTIMATED, "total - CUDA context - others",
+                                   abs_bytes=256 << 20)
+        r = int(self.R)
+        req = _estimate(value_bytes=r, low_bytes=r, high_bytes=r, source=_DERIVED_SRC,
+                        note="ceil(u x total)" if self.rules.request_ceil else "(u x total)")
+        budgeted = self.rules.graph_budget == "subtracted"
         out = []
         for st in self.stages:
             g = st.graph
-            if self.rules.graph_budget != "subtracted":
-                g = Estimate(g.value_bytes, g.low_bytes, g.high_bytes, g.source,
-                             "not budgeted in this version: must fit outside u x total")
+            if not budgeted:
+                g = _estimate(value_bytes=g.value_bytes, low_bytes=g.low_bytes,
+                              high_bytes=g.high_bytes, source=g.source, note=_NOT_BUDGETED)
+            layout = st.layout
             first = _ledger(rank=st.pp_rank * tp, tp_rank=0, pp_rank=st.pp_rank,
                             total=total, free_at_start=free, requested=req,
                             weights=st.weights, activation=st.activation,
                             non_torch=st.non_torch, cuda_graph=g, kv_cache=st.kv_est,
-                            kv_bytes_per_token=st.layout.bytes_per_token,
-                            page_size_bytes=st.layout.page_size_bytes,
+                            kv_bytes_per_token=layout.bytes_per_token,
+                            page_size_bytes=layout.page_size_bytes,
                             num_blocks=st.num_blocks, layers=st.layers)
             out.append(first)
-            out.extend(_tp_rank(first, st.pp_rank * tp + t, t) for t in range(1, tp))
+            if tp > 1:
+                base = st.pp_rank * tp
+                out.extend([_tp_rank(first, base + t, t) for t in range(1, tp)])
         return tuple(out)
 
     def _log_lines(self, cap: KvCapacity | None) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ _estimate, _kv_capacity = maker(Estimate), maker(KvCapacity)
 # NOTE: the walk records where each setting came from as the Source's text (what the Plan
 # carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
 _USER, _DEFAULT, _DERIVED = Source.USER.value, Source.VLLM_DEFAULT.value, Source.DERIVED.value
+_DERIVED_SRC = Source.DERIVED
 
 
 @dataclass(slots=True)
@@ -152,51 +153,59 @@ def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSp
     # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
     # only their sources are memoized (they depend on the values' equality and user_set).
     srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s))
-    eff = _Eff(dict(zip(_FLAGS, vals)), dict(zip(_FLAGS, srcs)))
+    # NOTE: the values and sources dicts filled directly (`_Eff.set` is a method call per
+    # setting, on every screened candidate); same keys in the same order.
+    values, sources = dict(zip(_FLAGS, vals)), dict(zip(_FLAGS, srcs))
     U, D, X = _USER, _DEFAULT, _DERIVED
     util = s.gpu_memory_utilization
-    eff.set("gpu_memory_utilization", util if util is not None else rules.default_util,
-            U if util is not None else D)
+    if util is not None:
+        values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = util, U
+    else:
+        values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = rules.default_util, D
     window = _memo.sliding_window(spec)
-    user_len = None if s.max_model_len_auto else s.max_model_len
+    auto = s.max_model_len_auto
+    user_len = None if auto else s.max_model_len
     L, derived = _memo.resolve_max_model_len(spec, rules, user_len,
-                                       disable_sliding_window=s.disable_sliding_window,
-                                       sliding_window=window)
-    eff.set("max_model_len", L, U if user_len not in (None, -1) else X)
-    eff.set("max_model_len_auto", s.max_model_len_auto, U if s.max_model_len_auto else D)
-    total_gib = gpu.total_bytes / GIB
+                                             disable_sliding_window=s.disable_sliding_window,
+                                             sliding_window=window)
+    values["max_model_len"], sources["max_model_len"] = L, (U if user_len not in (None, -1)
+                                                             else X)
+    values["max_model_len_auto"], sources["max_model_len_auto"] = auto, U if auto else D
+    chunked_flag = s.enable_chunked_prefill
     if rules.engine == "v0":
-        chunked = s.enable_chunked_prefill
+        chunked = chunked_flag
         if chunked is None:
             chunked = bool(rules.v0_chunked_prefill_auto and L > V0_CHUNKED_AUTO_ABOVE)
-            eff.set("enable_chunked_prefill", chunked, D)
+            values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, D
         else:
-            eff.set("enable_chunked_prefill", chunked, U)
+            values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, U
         d_tokens, d_seqs = v0_scheduler_defaults(L, chunked)
     else:
-        chunked = True if s.enable_chunked_prefill is None else s.enable_chunked_prefill
-        eff.set("enable_chunked_prefill", chunked,
-                D if s.enable_chunked_prefill is None else U)
-        d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, total_gib,
+        chunked = True if chunked_flag is None else chunked_flag
+        values["enable_chunked_prefill"] = chunked
+        sources["enable_chunked_prefill"] = D if chunked_flag is None else U
+        d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, gpu.total_bytes / GIB,
                                                     entrypoint=s.entrypoint, device=device,
                                                     world_size=s.world_size)
         if not chunked:
             d_tokens = max(L, d_tokens)
-    seqs = s.max_num_seqs if s.max_num_seqs is not None else d_seqs
-    tokens = s.max_num_batched_tokens if s.max_num_batched_tokens is not None else d_tokens
-    if rules.sched_clamp_by_len and s.max_num_batched_tokens is None:
+    user_seqs, user_tokens = s.max_num_seqs, s.max_num_batched_tokens
+    seqs = user_seqs if user_seqs is not None else d_seqs
+    tokens = user_tokens if user_tokens is not None else d_tokens
+    if rules.sched_clamp_by_len and user_tokens is None:
         tokens = min(seqs * L, tokens)
-    if rules.sched_clamp_by_len and s.max_num_seqs is None:
+    if rules.sched_clamp_by_len and user_seqs is None:
         seqs = min(seqs, tokens)
-    eff.set("max_num_seqs", seqs, U if s.max_num_seqs is not None else D)
-    eff.set("max_num_batched_tokens", tokens, U if s.max_num_batched_tokens is not None else D)
+    values["max_num_seqs"], sources["max_num_seqs"] = seqs, U if user_seqs is not None else D
+    values["max_num_batched_tokens"] = tokens
+    sources["max_num_batched_tokens"] = U if user_tokens is not None else D
     if rules.engine == "v0" and not chunked and tokens < L:
         raise UsageError(f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({L}). "
                          "This effectively limits the maximum sequence length to "
                          "max_num_batched_tokens and makes vLLM reject longer sequences. Please "
                          "increase max_num_batched_tokens or decrease max_model_len.",
                          where="--max-num-batched-tokens")
-    return eff, derived
+    return _Eff(values, sources), derived
 
 
 # ---- per-stage terms -------------------------------------------------------------------
@@ -355,7 +364,9 @@ class _Walk(PlanReport):
         s, rules = self.s, self.rules
         if s.kv_cache_memory_bytes is not None:
             return Estimate.exact(s.kv_cache_memory_bytes, Source.USER, "--kv-cache-memory-bytes")
-        req = Estimate.exact(int(self.R), Source.DERIVED, "u x total")
+        r = int(self.R)     # NOTE: `Estimate.exact` without __init__ (_frozen.py)
+        req = _estimate(value_bytes=r, low_bytes=r, high_bytes=r, source=_DERIVED_SRC,
+                        note="u x total")
         subtracted = rules.graph_budget == "subtracted"
         if rules.whole_gpu:
             others = Estimate.exact(self.T - self.F, Source.DERIVED,

@@ -33,15 +33,16 @@ class Estimate:
     @classmethod
     def exact(cls, value_bytes: int, source: Source, note: str = "") -> "Estimate":
         """A value with no uncertainty (e.g. read from a header, or a user flag)."""
-        return cls(int(value_bytes), int(value_bytes), int(value_bytes), source, note)
+        v = int(value_bytes)
+        return _new(cls, v, v, v, source, note)
 
     @classmethod
     def banded(cls, value_bytes: float, rel: float, source: Source, note: str = "",
                abs_bytes: float = 0.0) -> "Estimate":
         """A value with a symmetric band of `rel` (fraction) plus `abs_bytes`."""
         spread = abs(value_bytes) * rel + abs_bytes
-        return cls(int(value_bytes), int(value_bytes - spread), int(value_bytes + spread),
-                   source, note)
+        return _new(cls, int(value_bytes), int(value_bytes - spread), int(value_bytes + spread),
+                    source, note)
 
     def __add__(self, other: "Estimate") -> "Estimate":
         src = self.source if self.source == other.source else Source.DERIVED
@@ -51,6 +52,20 @@ class Estimate:
     def to_dict(self) -> dict:
         return {"bytes": self.value_bytes, "low_bytes": self.low_bytes,
                 "high_bytes": self.high_bytes, "source": self.source.value, "note": self.note}
+
+
+def _new(cls, value_bytes: int, low_bytes: int, high_bytes: int, source: Source,
+         note: str) -> Estimate:
+    """`cls(...)` without the frozen dataclass's `__init__` (its `object.__setattr__` per
+    field) for Estimate itself: the same object, 2x faster.
+
+    NOTE: the planner builds several per screened candidate; a subclass is constructed."""
+    if cls is not Estimate:
+        return cls(value_bytes, low_bytes, high_bytes, source, note)
+    obj = object.__new__(Estimate)
+    obj.__dict__.update(value_bytes=value_bytes, low_bytes=low_bytes, high_bytes=high_bytes,
+                        source=source, note=note)
+    return obj
 
 
 GIB = 1 << 30

@@ -29,6 +29,36 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
     pool where it differs from the graph term) estimated from the model and settings alone;
     and the effective KV dtype name."""
+    # NOTE: a search varies the batched tokens and sequences per candidate; the terms that
+    # depend on neither are memoized apart (`fixed_terms`, keyed without them).
+    fixed, kv_name, ctx = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
+    tp, ep_div, dtype_b, copies, eager, fixed_sizes = ctx
+    num_reqs = min(seqs, tokens)
+    inflight = kvm.inflight_tokens(rules, s, tokens)
+    pp = s.pipeline_parallel_size
+    out = []
+    for r, rng, w_est, n_est, shape in fixed:
+        act_shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
+                                     last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
+                                     moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
+                                     engine=rules.engine, sampler_copies=copies)
+        a_val, _parts = _memo.activation_bytes(spec, act_shape)
+        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
+                                "profile run: tokens x hidden, MoE workspace, sampler logits")
+        g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, s, rules, eager, fixed_sizes)
+        g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
+                                "CUDA graph pool" if g_val else "eager: no CUDA graphs")
+        out.append((r, rng, w_est, a_est, n_est, g_est, kvm.with_inflight(shape, inflight),
+                    g_pool))
+    return tuple(out), kv_name
+
+
+def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                device: str) -> tuple[tuple, str, tuple]:
+    """The stage terms that depend on neither the batched tokens nor the sequences: per
+    stage (pp rank, layers, weights, non-torch, KV layout shape); the effective KV dtype
+    name; and what the activation and graph terms need (tp, MoE divisor, dtype bytes,
+    sampler copies, eager, a model's fixed capture sizes)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
     splits = pp_layer_split(spec.num_layers, pp)
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
@@ -36,7 +66,6 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
-    num_reqs = min(seqs, tokens)
     eager = bool(s.enforce_eager) or device == "cpu"
     custom_ar = ((gpu.vendor != "nvidia" or _nvlink_class(gpu)) and not s.disable_custom_all_reduce
                  and _allreduce_in_n(rules, eager))
@@ -52,25 +81,14 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
         src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
         w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
                                 "parameters x bytes per rank + RoPE cache")
-        shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
-                                 last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
-                                 moe_inter_divisor=1 if s.enable_expert_parallel else tp,
-                                 dtype_bytes=dtype_b, engine=rules.engine,
-                                 sampler_copies=copies)
-        a_val, _parts = _memo.activation_bytes(spec, shape)
-        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
-                                "profile run: tokens x hidden, MoE workspace, sampler logits")
         n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar),
                                 act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
-        g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, s, rules, eager, fixed_sizes)
-        g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
-                                "CUDA graph pool" if g_val else "eager: no CUDA graphs")
-        layout = _memo.build_layout(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
-                                    block_size=block, engine=rules.engine,
-                                    max_num_batched_tokens=tokens, kv_dtype_name=kv_name)
-        out.append((r, rng, w_est, a_est, n_est, g_est, layout, g_pool))
-    return tuple(out), kv_name
+        shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
+                                   block_size=block, engine=rules.engine, kv_dtype_name=kv_name)
+        out.append((r, rng, w_est, n_est, shape))
+    ep_div = 1 if s.enable_expert_parallel else tp
+    return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, fixed_sizes)
 
 
 def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,

@@ -146,8 +146,9 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     return total_b, params
 
 
-def _total_bytes(spec: ModelSpec, settings: Settings, dtype_b: float,
+def _total_bytes(spec: ModelSpec, settings: Settings | None, dtype_b: float,
                  quant: QuantSpec | None) -> float:
+    """The whole model (TP 1, PP 1) in `dtype_b` / `quant`; `settings` is not read."""
     one = Settings(tensor_parallel_size=1, pipeline_parallel_size=1)
     return _rank_bytes(spec, one, (0, 1), dtype_b, quant)[0]
 
@@ -190,21 +191,28 @@ def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: s
     return int(spec.mtp_params * dtype_b / max(1, settings.tensor_parallel_size))
 
 
+def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:
+    """(checkpoint total / total derived from the architecture, whether a checkpoint total
+    was used): 1.0 and False without one. Depends on the model alone."""
+    ck = spec.checkpoint
+    if ck is not None and ck.total_bytes:
+        stored = _total_bytes(spec, None, spec.dtype_bytes, spec.quant)
+        if stored > 0:
+            # NOTE: the checkpoint wins; the architecture says how it splits over ranks.
+            return ck.total_bytes / stored, True
+    return 1.0, False
+
+
 def weights_per_rank(spec: ModelSpec, settings: Settings,
-                     compute_capability: tuple[int, int] | None = None) -> tuple[RankWeights, ...]:
-    """Weight bytes on each PP stage (TP ranks of one stage hold the same amount)."""
+                     compute_capability: tuple[int, int] | None = None, *,
+                     scale: tuple[float, bool] | None = None) -> tuple[RankWeights, ...]:
+    """Weight bytes on each PP stage (TP ranks of one stage hold the same amount).
+
+    `scale`: `checkpoint_scale(spec)` when the caller has it (it depends on the model alone)."""
     dtype_b = runtime_dtype_bytes(spec, settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
-    scale, from_ckpt = 1.0, False
-    ck = spec.checkpoint
-    if ck is not None and ck.total_bytes:
-        stored_dtype = spec.dtype_bytes
-        stored = _total_bytes(spec, settings, stored_dtype, spec.quant)
-        if stored > 0:
-            # NOTE: the checkpoint wins; the architecture says how it splits over ranks.
-            scale = ck.total_bytes / stored
-            from_ckpt = True
+    scale, from_ckpt = checkpoint_scale(spec) if scale is None else scale
     rope = rope_cache_bytes(spec, dtype_b)
     lora = lora_bytes(spec, settings, dtype_b)
     offload_total = int(settings.cpu_offload_gb * _GIB)
