@@ -286,3 +286,18 @@ def test_pasted_env_reaches_the_planner(capsys):
     assert graphs > 0
     assert off["per_gpu"]["kv_cache_bytes"] - on["per_gpu"]["kv_cache_bytes"] == graphs
     assert not any("ESTIMATE_CUDAGRAPHS" in a and "not modeled" in a for a in off["assumptions"])
+
+
+def test_hf_overrides_extend_the_derived_length(capsys):
+    """--hf-overrides rope_scaling (YaRN x4) lifts vLLM's derived max_model_len: 131072 is
+    refused without it (exit 2, vLLM's words) and plans with it."""
+    args = ("Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--max-model-len", "131072",
+            "--vllm-version", "0.29.0", "--offline", "--json")
+    rc, _, err = run(capsys, *args)
+    assert rc == 2 and "greater than the derived max_model_len" in err
+    yarn = '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, ' \
+           '"original_max_position_embeddings": 32768}}'
+    rc, out, _ = run(capsys, *args, "--hf-overrides", yarn)
+    plan = json.loads(out)
+    assert plan["settings"]["max_model_len"] == 131072
+    assert any("overridden" in a for a in plan["assumptions"])

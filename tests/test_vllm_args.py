@@ -1,5 +1,7 @@
 """vLLM flag parsing: every flag form, suffixes, YAML, pasted commands, errors."""
 
+import json
+
 import pytest
 
 from vramguard.core.settings import Settings
@@ -386,3 +388,22 @@ def test_docker_tags(image, version):
     cmd = parse_vllm_command(["docker", "run", "--rm", "-it", "-p", "8000:8000", image,
                               "--model", "m"])
     assert cmd.version_hint == version and cmd.model == "m"
+
+
+def test_config_overrides():
+    """--hf-overrides / --rope-scaling / --rope-theta change the model's config (vLLM applies
+    them to the HF config); they are collected, not reported as unmodeled."""
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    cmd = parse_vllm_args(["m", "--hf-overrides", json.dumps({"max_position_embeddings": 65536}),
+                           "--rope-scaling", json.dumps(yarn), "--rope-theta=1e6"])
+    assert cmd.config_overrides == {"max_position_embeddings": 65536, "rope_scaling": yarn,
+                                    "rope_theta": 1e6}
+    assert not cmd.unmodeled
+    dotted = parse_vllm_args(["m", "--hf-overrides.max_position_embeddings", "131072"])
+    assert dotted.config_overrides == {"max_position_embeddings": 131072}
+    line = parse_vllm_command("vllm serve m --hf_overrides '{\"rope_theta\": 5}'")
+    assert line.config_overrides == {"rope_theta": 5}
+    for bad in (["--hf-overrides", "{bad"], ["--hf-overrides", "[1]"], ["--rope-theta", "x"]):
+        with pytest.raises(UsageError) as e:
+            parse_vllm_args(["m", *bad])
+        assert bad[0] in str(e.value.where)

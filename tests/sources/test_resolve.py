@@ -195,3 +195,28 @@ def test_random_references_only_source_errors(ref, no_hf_cache):
         load_model_spec(ref, offline=True)
     except SourceError as exc:
         assert exc.line()
+
+
+def test_config_overrides_apply_before_reading(no_hf_cache, tmp_path):
+    """vLLM's --hf-overrides: keys set, nested model configs updated key by key, plain dict
+    attributes (rope_scaling) replaced; catalog, folders and config.json alike; noted."""
+    from vramguard.sources.resolve import apply_overrides
+    cfg = {"a": 1, "rope_scaling": {"rope_type": "linear", "factor": 2.0},
+           "text_config": {"hidden_size": 8, "num_hidden_layers": 2}}
+    out = apply_overrides(cfg, {"a": 2, "rope_scaling": {"rope_type": "yarn"},
+                                "text_config": {"num_hidden_layers": 4}})
+    assert out == {"a": 2, "rope_scaling": {"rope_type": "yarn"},
+                   "text_config": {"hidden_size": 8, "num_hidden_layers": 4}}
+    assert cfg["text_config"]["num_hidden_layers"] == 2            # not mutated
+    base = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True)
+    spec = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True,
+                           config_overrides={"max_position_embeddings": 131072})
+    assert base.max_len_keys["max_position_embeddings"] == 40960
+    assert spec.max_len_keys["max_position_embeddings"] == 131072
+    assert any("overridden" in n and "max_position_embeddings" in n for n in spec.notes)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_LLAMA))
+    assert load_model_spec(str(path), config_overrides={"num_hidden_layers": 5}).num_layers == 5
+    folder = tmp_path / "m"
+    write_model_folder(folder)
+    assert load_model_spec(str(folder), config_overrides={"num_hidden_layers": 1}).num_layers == 1

@@ -172,7 +172,8 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
                                                  DEFAULT_HEADROOM_BYTES / (1 << 30)),
                       min_free_bytes=_gib_option(opts, "--min-free-gib", 0.0))
     from ..sources.resolve import load_model_spec
-    spec = load_model_spec(cmd.model, offline=opts.on("--offline"))
+    spec = load_model_spec(cmd.model, offline=opts.on("--offline"),
+                           config_overrides=cmd.config_overrides)
     return Prepared(cmd=cmd, spec=spec, version=version,
                     engine=engine.lower() if engine else None, visible=value, margins=margins,
                     window_s=window_s, interval_s=interval_s, host=not opts.on("--no-host"),

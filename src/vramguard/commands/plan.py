@@ -162,7 +162,8 @@ def make_plan(opts: _Options):
 
     from ..core.planner import plan as run_planner
     from ..sources.resolve import load_model_spec
-    spec = load_model_spec(cmd.model, offline=opts.offline)
+    spec = load_model_spec(cmd.model, offline=opts.offline,
+                           config_overrides=cmd.config_overrides)
     calibration = None if opts.no_calibration else _calibration(opts, cmd, spec, gpu, version)
     plan = run_planner(spec, cmd.settings, gpu, vllm_version=version,
                        engine=engine.lower() if engine else None, free_bytes=free_bytes,

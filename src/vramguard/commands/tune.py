@@ -199,7 +199,8 @@ def make_request(opts: Options):
     if cmd.ignored:
         notes.append("ignored (no effect on memory): " + " ".join(sorted(set(cmd.ignored))))
     from ..sources.resolve import load_model_spec
-    spec = load_model_spec(cmd.model, offline=opts.offline)
+    spec = load_model_spec(cmd.model, offline=opts.offline,
+                           config_overrides=cmd.config_overrides)
     base = replace(cmd.settings, model=cmd.model)
     req = TuneRequest(spec=spec, base=base, gpus=gpus, workload=workload, concurrency=conc,
                       headroom_bytes=headroom, target_kv_usage=target,

@@ -60,8 +60,14 @@ def _looks_like_path(ref: str) -> bool:
             or (os.sep != "/" and os.sep in ref))
 
 
-def load_model_spec(ref: str, *, offline: bool = False) -> ModelSpec:
-    """The ModelSpec of a folder, config.json, .gguf, cached/catalog/hub id. SourceError else."""
+def load_model_spec(ref: str, *, offline: bool = False,
+                    config_overrides: dict | None = None) -> ModelSpec:
+    """The ModelSpec of a folder, config.json, .gguf, cached/catalog/hub id. SourceError else.
+
+    `config_overrides` (vLLM's `--hf-overrides`, `--rope-scaling`, `--rope-theta`) change
+    config.json before it is read, as vLLM applies them to the model's config (not to GGUF
+    metadata: a note says so)."""
+    ov = config_overrides or None
     if not isinstance(ref, str) or not ref.strip() or "\x00" in ref:
         raise SourceError("empty model reference", where="MODEL",
                           fix="Pass a Hugging Face id, a model folder, config.json or .gguf")
@@ -72,19 +78,19 @@ def load_model_spec(ref: str, *, offline: bool = False) -> ModelSpec:
         path = Path(ref)
     kind = _kind(path)
     if kind == "dir":
-        return from_folder(path)
+        return from_folder(path, overrides=ov)
     if kind == "file":
-        return from_file(path)
+        return from_file(path, overrides=ov)
     if _looks_like_path(ref):
         raise SourceError("no such file or folder", where=ref[:200],
                           fix="Check the path, or pass a Hugging Face id (org/name)")
     snap = hfcache.find_snapshot(ref)
     if snap is not None:
-        return from_folder(snap, name=ref, source_ref=f"hf-cache:{snap}")
+        return from_folder(snap, name=ref, source_ref=f"hf-cache:{snap}", overrides=ov)
     entry = catalog.get(ref)
     if entry is not None:
-        spec = spec_from_config(entry.config, name=entry.model_id,
-                                source_ref=f"catalog:{entry.model_id}", origin=Source.CATALOG)
+        spec = _from_config(entry.config, ov, name=entry.model_id,
+                            source_ref=f"catalog:{entry.model_id}", origin=Source.CATALOG)
         if entry.published_params:
             spec = dataclasses.replace(spec, notes=spec.notes + (
                 f"published parameter count: {entry.published_params}",))
@@ -93,10 +99,41 @@ def load_model_spec(ref: str, *, offline: bool = False) -> ModelSpec:
     if offline or hub.offline_by_env():
         raise hub.not_found(ref, "offline mode is on (--offline or HF_HUB_OFFLINE)")
     folder, remote = hub.fetch_model(ref)
-    spec = from_folder(folder, name=ref, source_ref=f"hub:{ref}")
+    spec = from_folder(folder, name=ref, source_ref=f"hub:{ref}", overrides=ov)
     if spec.checkpoint is None and remote is not None:
         spec = _with_checkpoint(spec, remote)
     return spec
+
+
+def _from_config(config: dict, overrides: dict | None, **kw) -> ModelSpec:
+    """spec_from_config after vLLM's config overrides, noted in the spec."""
+    if not overrides:
+        return spec_from_config(config, **kw)
+    spec = spec_from_config(apply_overrides(config, overrides), **kw)
+    return dataclasses.replace(spec, notes=spec.notes + (
+        "config.json overridden on the command line: " + ", ".join(sorted(overrides)),))
+
+
+def apply_overrides(config: dict, overrides: dict) -> dict:
+    """config.json with vLLM's `hf_overrides` applied: a key is set; a nested model config
+    (`text_config`, `vision_config`, ...) takes a dict override key by key, as vLLM updates
+    a sub-config's attributes (a plain dict attribute such as `rope_scaling` is replaced)."""
+    out = dict(config)
+    for key, value in overrides.items():
+        old = out.get(key)
+        if key.endswith("_config") and isinstance(old, dict) and isinstance(value, dict):
+            out[key] = apply_overrides(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+def _gguf_note(spec: ModelSpec, overrides: dict | None) -> ModelSpec:
+    if not overrides:
+        return spec
+    return dataclasses.replace(spec, notes=spec.notes + (
+        "config overrides (" + ", ".join(sorted(overrides)) + ") not applied: the model is "
+        "read from GGUF metadata",))
 
 
 def _kind(path: Path) -> str | None:
@@ -109,16 +146,17 @@ def _kind(path: Path) -> str | None:
         return None
 
 
-def from_file(path: Path) -> ModelSpec:
+def from_file(path: Path, *, overrides: dict | None = None) -> ModelSpec:
     """A config.json (or any .json config) or a .gguf file."""
     if path.suffix.lower() == ".gguf":
         from .gguf import spec_from_gguf
-        return spec_from_gguf(path)
+        return _gguf_note(spec_from_gguf(path), overrides)
     if path.suffix.lower() == ".json":
         config = read_json(path)
-        return spec_from_config(config, name=_name_of(config, path.parent), source_ref=str(path))
+        return _from_config(config, overrides, name=_name_of(config, path.parent),
+                            source_ref=str(path))
     if path.suffix.lower() in (".safetensors", ".bin", ".pt", ".pth"):
-        return from_folder(path.parent)
+        return from_folder(path.parent, overrides=overrides)
     raise SourceError(f"unsupported file type {path.suffix or '(none)'}", where=str(path),
                       fix="Pass a model folder, config.json or .gguf file")
 
@@ -130,7 +168,8 @@ def _name_of(config: dict, folder: Path) -> str:
     return folder.name or str(folder)
 
 
-def from_folder(folder: Path, *, name: str | None = None, source_ref: str | None = None) -> ModelSpec:
+def from_folder(folder: Path, *, name: str | None = None, source_ref: str | None = None,
+                overrides: dict | None = None) -> ModelSpec:
     """A model folder: config.json + checkpoint headers, or a single .gguf."""
     try:
         names = set(os.listdir(folder))
@@ -141,7 +180,7 @@ def from_folder(folder: Path, *, name: str | None = None, source_ref: str | None
         ggufs = sorted(n for n in names if n.endswith(".gguf") and not n.startswith("mmproj"))
         if ggufs:
             from .gguf import spec_from_gguf
-            spec = spec_from_gguf(folder / ggufs[0])
+            spec = _gguf_note(spec_from_gguf(folder / ggufs[0]), overrides)
             if len(ggufs) > 1:
                 spec = dataclasses.replace(spec, notes=spec.notes + (
                     f"the folder holds {len(ggufs)} .gguf files; read {ggufs[0]} (pass a file "
@@ -154,8 +193,8 @@ def from_folder(folder: Path, *, name: str | None = None, source_ref: str | None
     if "hf_quant_config.json" in names and "quantization_config" not in config:
         config = dict(config, quantization_config=read_json(folder / "hf_quant_config.json",
                                                             "hf_quant_config.json"))
-    spec = spec_from_config(config, name=name or _name_of(config, folder),
-                            source_ref=source_ref or str(folder))
+    spec = _from_config(config, overrides, name=name or _name_of(config, folder),
+                        source_ref=source_ref or str(folder))
     tok = _tokenizer_max_length(folder, names)
     if tok is not None:
         spec = dataclasses.replace(spec, tokenizer_max_length=tok,

@@ -56,6 +56,9 @@ class VllmCommand:
     unknown: tuple[str, ...] = ()         # unknown flags (only when strict=False)
     notes: tuple[str, ...] = ()           # e.g. "unrecognised --quantization method 'xyz'"
     config_file: str | None = None        # the --config YAML, if any
+    # config.json changes from --hf-overrides / --rope-scaling / --rope-theta (vLLM applies
+    # them to the model's config; sources.resolve.load_model_spec(config_overrides=...))
+    config_overrides: dict = field(default_factory=dict)
     prefix: tuple[str, ...] = ()          # env, launcher, docker words before vLLM's args
     args: tuple[str, ...] = ()            # vLLM's args as given (model included)
 
@@ -191,6 +194,7 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
         notes.append(f"not modeled, although vLLM's memory depends on them: {names} "
                      "(the plan is made without them)")
     return VllmCommand(model=model, settings=_with(settings, changes, scan.user_set),
+                       config_overrides=dict(scan.config_overrides),
                        ignored=tuple(scan.ignored),
                        unmodeled=tuple(scan.unmodeled), unknown=tuple(scan.unknown),
                        notes=tuple(notes), config_file=config_file, args=tuple(tokens))
@@ -260,6 +264,7 @@ def command_from_tokens(tokens: list[str], pasted: list[str] | None = None) -> V
     extra = parse_vllm_args(list(tokens), base=cmd.settings)
     from dataclasses import replace
     return replace(cmd, model=extra.model, settings=extra.settings,
+                   config_overrides={**cmd.config_overrides, **extra.config_overrides},
                    ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes,
                    unmodeled=cmd.unmodeled + extra.unmodeled, args=cmd.args + extra.args)
 

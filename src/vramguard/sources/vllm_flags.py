@@ -179,11 +179,15 @@ UNMODELED_VALUE = frozenset("""
 --max-num-scheduled-tokens --decode-context-parallel-size --prefill-context-parallel-size
 --lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors --speculative-model
 --speculative-model-quantization --speculative-max-model-len --ngram-prompt-lookup-max
---ngram-prompt-lookup-min --hf-overrides --rope-scaling --rope-theta --quantization-config
+--ngram-prompt-lookup-min --quantization-config
 --attention-config --mm-ipc-gpu-memory-gb --model-weights --mamba-cache-philox-rounds
 --watermark --diffusion-config --mm-encoder-fp8-scale-path --mm-encoder-fp8-scale-save-margin
 --mm-encoder-fp8-scale-save-path --quantization-param-path
 """.split())
+# Flags that change the model's config before vLLM reads it (vLLM applies them to the HF
+# config): collected into VllmCommand.config_overrides and applied by sources/resolve.py.
+CONFIG_OVERRIDE_FLAGS = {"--hf-overrides": None, "--rope-scaling": "rope_scaling",
+                         "--rope-theta": "rope_theta"}
 UNMODELED_BOOL = frozenset("""
 --skip-mm-profiling --mm-encoder-only --language-model-only --fully-sharded-loras
 --enable-cumem-allocator --specialize-active-lora

@@ -9,16 +9,18 @@ Split from `sources.vllm_args`, which drives it (`parse_vllm_args`) and reads `-
 
 from __future__ import annotations
 
+import json
 import re
 
 from ..errors import UsageError
 from .vllm_flags import (
     ALIASES, BOOL, FLAGS, IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE, NEGATIONS, TRIBOOL,
-    UNMODELED_BOOL, UNMODELED_VALUE)
+    UNMODELED_BOOL, UNMODELED_VALUE, CONFIG_OVERRIDE_FLAGS)  # noqa: I001
 from .vllm_values import convert_value
 
 _SWITCHES = IGNORED_BOOL | UNMODELED_BOOL        # accepted switches (and their --no- forms)
-_VALUED = IGNORED_VALUE | UNMODELED_VALUE        # accepted flags that take a value
+# accepted flags that take a value
+_VALUED = IGNORED_VALUE | UNMODELED_VALUE | frozenset(CONFIG_OVERRIDE_FLAGS)
 _UNMODELED = UNMODELED_BOOL | UNMODELED_VALUE | {"-O"}
 
 
@@ -89,6 +91,7 @@ class _Scan:
         self.notes: list[str] = []
         self.positionals: list[str] = []
         self.config_file: str | None = None
+        self.config_overrides: dict[str, object] = {}
 
     def apply(self, flag: str, value: object) -> None:
         """Record `flag` (a FLAGS key) set to `value`."""
@@ -164,6 +167,10 @@ class _Scan:
         if flag in _SWITCHES or self._is_negated(flag):
             self._accept(flag, flag)
             return self._skip_bool_literal(tokens, i, eq)
+        if flag in CONFIG_OVERRIDE_FLAGS:
+            value, i = self._take_value(name, eq, inline, tokens, i)
+            self.config_overrides.update(config_override(flag, value, name, dotted))
+            return i
         if flag in _VALUED:
             self._accept(flag, flag)
             if eq:
@@ -209,3 +216,31 @@ class _Scan:
         if not eq and i < len(tokens) and tokens[i].strip().lower() in ("true", "false"):
             return i + 1
         return i
+
+
+def config_override(flag: str, value: str, where: str,
+                    dotted: str | None = None) -> dict[str, object]:
+    """What `--hf-overrides JSON` (or `--hf-overrides.KEY VALUE`), `--rope-scaling JSON` or
+    `--rope-theta N` change in the model's config.json (vLLM applies them to the HF config
+    before anything else)."""
+    key = CONFIG_OVERRIDE_FLAGS[flag]
+    if dotted and key is None:
+        try:
+            return {dotted.replace("-", "_"): json.loads(value)}
+        except ValueError:
+            return {dotted.replace("-", "_"): value}
+    if flag == "--rope-theta":
+        try:
+            return {key: float(value)}
+        except ValueError:
+            raise UsageError(f"{value!r} is not a number", where=where,
+                             fix="Write --rope-theta 1000000") from None
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise UsageError(f"not valid JSON ({exc.msg} at character {exc.pos})", where=where,
+                         fix=f"Quote the JSON object: {flag} '{{\"key\": value}}'") from None
+    if not isinstance(parsed, dict):
+        raise UsageError("expected a JSON object", where=where,
+                         fix=f"Write {flag} '{{\"key\": value}}'")
+    return parsed if key is None else {key: parsed}
