@@ -209,3 +209,149 @@ def test_layout_shape_with_inflight_equals_build_layout():
                                            max_num_batched_tokens=tokens, **kw)
                     assert got == want and repr(got) == repr(want), (model, version, tokens)
                     assert first.groups == got.groups
+
+
+# ---- the per-model caches of this round: each keyed on everything it depends on ----------
+
+RUN_MODELS = SWEEP_MODELS + ("meta-llama/Llama-3.1-8B-Instruct", "tiiuae/falcon-mamba-7b")
+
+
+@pytest.mark.parametrize("model", RUN_MODELS)
+def test_layout_from_runs_equals_layer_by_layer(model):
+    """`kv.layout_shape` over counted distinct specs = one pass per layer (one run each)."""
+    from vramguard.core import kv
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.weights import pp_layer_split
+    sp = spec(model)
+    for version in (None, "0.11.0", "0.8.5"):
+        rules = resolve_rules(version)
+        for s in (Settings(), Settings(tensor_parallel_size=2, num_speculative_tokens=2),
+                  Settings(disable_sliding_window=True, pipeline_parallel_size=3)):
+            for rng in pp_layer_split(sp.num_layers, s.pipeline_parallel_size):
+                kw = dict(kv_bytes=1, mamba_bytes=2, block_size=16, engine=rules.engine)
+                per_layer = tuple((l.attention, 1) for l in sp.layers[rng[0]:rng[1]])
+                want = kv.layout_shape(sp, s, rules, rng, runs=per_layer, **kw)
+                _memo.clear()
+                for other in pp_layer_split(sp.num_layers, 2) + ((0, sp.num_layers),):
+                    _memo.attention_runs(sp, other)        # other ranges first
+                got = _memo.layout_shape(sp, s, rules, rng, **kw)
+                assert got == want and repr(got) == repr(want), (model, version, s, rng)
+
+
+@pytest.mark.parametrize("model", RUN_MODELS)
+def test_weights_from_distinct_layers_bit_identical(model):
+    """The weights summed from each distinct layer's terms equal a loop over the layers, bit
+    for bit (the float sum keeps the layer order)."""
+    from vramguard.core import weights
+    sp = spec(model)
+    kv_default = sp.num_kv_heads or 1
+    every_layer = (tuple((l.params, l.attention.num_kv_heads or kv_default) for l in sp.layers),
+                   tuple(range(len(sp.layers))))
+    for s in (Settings(), Settings(tensor_parallel_size=4, quantization="fp8"),
+              Settings(pipeline_parallel_size=3, enable_expert_parallel=True,
+                       tensor_parallel_size=2)):
+        want = weights.weights_per_rank(sp, s, (9, 0), index=every_layer)
+        _memo.clear()
+        got = _memo.weights_per_rank(sp, s, (9, 0))
+        assert got == want, (model, s)
+        for stage in range(s.pipeline_parallel_size):
+            pp = (stage, s.pipeline_parallel_size)
+            a = weights._rank_bytes(sp, s, pp, 2, None, index=every_layer)
+            b = weights._rank_bytes(sp, s, pp, 2, None, index=_memo.layer_index(sp))
+            assert a == b and a[0].hex() == b[0].hex(), (model, s, stage)
+        one = Settings(tensor_parallel_size=s.tensor_parallel_size)
+        bare = layers_only(sp)
+        got = weights._rank_bytes(bare, one, (0, 1), 2, None, index=_memo.layer_index(bare))
+        assert got == layers_by_loop(sp, one.tensor_parallel_size, 2), (model, s)
+
+
+def layers_only(sp):
+    """The model without embedding, head, final norm, extras and vision (adds exact zeros)."""
+    import dataclasses
+    return dataclasses.replace(sp, embed_params=0, lm_head_params=0, final_norm_params=0,
+                               extra_params=0, vision=None)
+
+
+def layers_by_loop(sp, tp, dtype_b):
+    """The layer part of `weights._rank_bytes` (TP `tp`, no quantization, one stage) as a
+    plain loop over the layers (the code before the distinct-layer terms)."""
+    total_b, params = 0.0, 0
+    for layer in sp.layers:
+        p = layer.params
+        kv_heads = layer.attention.num_kv_heads or sp.num_kv_heads or 1
+        kv_div = max(1, min(tp, kv_heads))
+        att = p.attn_q / tp + p.attn_o / tp + p.attn_kv / kv_div
+        rep = p.attn_replicated + p.router + p.norms
+        dense = p.mlp / tp + p.shared_experts / tp + p.mixer / tp
+        experts = p.experts / tp
+        total_b += (att * dtype_b + dense * dtype_b + experts * dtype_b * 1.0
+                    + (p.router + p.norms) * dtype_b)
+        total_b += p.attn_replicated * dtype_b
+        params += int(att + rep + dense + experts)
+    return total_b, params
+
+
+def test_flag_sources_keyed_on_the_flags_in_user_set():
+    """Same values, user_set differing in one flag the sources read: different sources."""
+    g = lookup_gpu("H100-80GB")
+    sp = spec("Qwen/Qwen2.5-7B-Instruct")
+    base = dict(max_num_seqs=8, tensor_parallel_size=1, kv_cache_dtype="auto")
+    cases = [frozenset({"max_num_seqs"}), frozenset({"max_num_seqs", "tensor_parallel_size"}),
+             frozenset({"max_num_seqs", "kv_cache_dtype"}), frozenset(),
+             frozenset({"enable_prefix_caching"})]
+    _memo.clear()
+    seen = []
+    for user in cases + cases[::-1]:
+        s = Settings(**base, user_set=user)
+        got = planner.plan(sp, s, g, detail=False).settings_sources
+        with _memo.disabled():
+            want = planner.plan(sp, s, g, detail=False).settings_sources
+        assert got == want, user
+        seen.append(got["tensor_parallel_size"])
+    assert "user" in seen and "vllm_default" in seen
+
+
+def test_stage_terms_second_level_keyed_on_tokens_and_seqs():
+    """Within one first-level entry (same Settings fields), every (tokens, seqs) pair."""
+    g = lookup_gpu("H100-80GB")
+    sp = spec("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    _memo.clear()
+    for tokens, seqs in ((2048, 64), (8192, 64), (2048, 256), (8192, 256), (2048, 64)):
+        s = Settings(tensor_parallel_size=2, max_num_batched_tokens=tokens, max_num_seqs=seqs,
+                     gpu_memory_utilization=0.95)
+        got = planner.plan(sp, s, g).to_dict()
+        with _memo.disabled():
+            assert got == planner.plan(sp, s, g).to_dict(), (tokens, seqs)
+
+
+def test_last_model_tables_follow_clear_and_other_models():
+    """`_table` keeps the last model's tables at hand: never another model's, none after
+    clear()."""
+    import dataclasses
+    a = spec("Qwen/Qwen2.5-7B-Instruct")
+    b = dataclasses.replace(a, num_layers=a.num_layers)     # equal facts, another object
+    s = Settings()
+    _memo.clear()
+    _memo.weights_per_rank(a, s)
+    first = _memo.stats["misses"]
+    _memo.weights_per_rank(b, s)
+    assert _memo.stats["misses"] == 2 * first
+    _memo.weights_per_rank(a, s)
+    assert _memo.stats["misses"] == 2 * first               # a's tables again
+    _memo.clear()
+    _memo.weights_per_rank(a, s)
+    assert _memo.stats["misses"] == first
+
+
+def test_tuner_plan_cache_gpu_key_by_value():
+    """Equal GPU targets (distinct objects) share plans; different ones do not."""
+    from vramguard.core.tuner import GpuTarget, TuneRequest
+    from vramguard.core.tuner_candidates import _Ctx
+    h = lookup_gpu("H100-80GB")
+    a, b, c = GpuTarget(h), GpuTarget(h), GpuTarget(h, 40 << 30)
+    ctx = _Ctx(TuneRequest(spec("Qwen/Qwen2.5-7B-Instruct"), Settings(), (a, b, c)))
+    assert ctx._gpu_key(a) == ctx._gpu_key(b) != ctx._gpu_key(c)
+    s = Settings(gpu_memory_utilization=0.6)
+    assert ctx.plan(s, a) is ctx.plan(s, b)
+    assert ctx.plan(s, c).to_dict() != ctx.plan(s, a).to_dict()
+    assert ctx.runs == 2

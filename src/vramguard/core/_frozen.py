@@ -17,13 +17,18 @@ from typing import Callable, TypeVar
 T = TypeVar("T")
 
 
-def maker(cls: type[T]) -> Callable[..., T]:
-    """`make(**every_field)` -> an instance of the frozen dataclass `cls`."""
+def _check(cls: type) -> None:
+    """Refuse classes whose construction does more than set fields."""
     if not (is_dataclass(cls) and cls.__dataclass_params__.frozen):
         raise TypeError(f"{cls.__name__} is not a frozen dataclass")
     for klass in cls.__mro__[:-1]:
         if "__post_init__" in vars(klass) or "__slots__" in vars(klass):
             raise TypeError(f"{cls.__name__}: __post_init__ or __slots__ (use the constructor)")
+
+
+def maker(cls: type[T]) -> Callable[..., T]:
+    """`make(**every_field)` -> an instance of the frozen dataclass `cls`."""
+    _check(cls)
     new = object.__new__
 
     def make(**values) -> T:
@@ -34,3 +39,26 @@ def maker(cls: type[T]) -> Callable[..., T]:
     make.field_names = frozenset(f.name for f in fields(cls))   # type: ignore[attr-defined]
     make.__doc__ = f"A {cls.__name__} from every field, without running __init__."
     return make
+
+
+def replacer(cls: type[T]) -> Callable[..., T]:
+    """`replace(obj, **changes)` -> `dataclasses.replace(obj, **changes)` for the frozen
+    dataclass `cls`, without re-running `__init__` (the tuner copies Settings and Options on
+    its hot path: ~10x faster). Unknown field names raise TypeError, like `replace`."""
+    _check(cls)
+    names = frozenset(f.name for f in fields(cls))
+    new = object.__new__
+
+    def replace(obj: T, **changes) -> T:
+        unknown = changes.keys() - names
+        if unknown:
+            raise TypeError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+        out = new(cls)
+        d = out.__dict__
+        d.update(obj.__dict__)
+        d.update(changes)
+        return out
+
+    replace.field_names = names     # type: ignore[attr-defined]
+    replace.__doc__ = f"`dataclasses.replace` for {cls.__name__}, without running __init__."
+    return replace

@@ -73,6 +73,9 @@ DEFAULT_SETTINGS = Settings()
 _enabled = True
 _specs: "OrderedDict[int, tuple[ModelSpec, dict[str, dict]]]" = OrderedDict()
 _sources: dict = {}               # flag_sources: not per model
+# NOTE: the model whose tables `_table` returned last, and those tables (always the ones in
+# `_specs`: a model is evicted only when another is added, which then becomes the last).
+_last: list = [None, None]
 stats = {"misses": 0}             # computations (a call that is not a miss is a hit)
 
 
@@ -97,6 +100,7 @@ def disabled():
 def clear() -> None:
     """Forget every stored result."""
     _specs.clear()
+    _last[0] = _last[1] = None
     _sources.clear()
     _sched.clear()
     _rules_cached.cache_clear()
@@ -104,14 +108,19 @@ def clear() -> None:
 
 
 def _table(spec: ModelSpec, name: str) -> dict:
-    # NOTE: hot path (5 calls per plan): no LRU reordering, oldest model evicted first.
-    slot = _specs.get(id(spec))
-    if slot is None or slot[0] is not spec:
-        slot = (spec, {})
-        _specs[id(spec)] = slot
-        while len(_specs) > MAX_SPECS:
-            _specs.popitem(last=False)
-    tables = slot[1]
+    # NOTE: hot path (5 calls per plan): no LRU reordering, oldest model evicted first; the
+    # last model's tables are kept at hand (a search plans one model many times).
+    if _last[0] is spec:
+        tables = _last[1]
+    else:
+        slot = _specs.get(id(spec))
+        if slot is None or slot[0] is not spec:
+            slot = (spec, {})
+            _specs[id(spec)] = slot
+            while len(_specs) > MAX_SPECS:
+                _specs.popitem(last=False)
+        tables = slot[1]
+        _last[0], _last[1] = spec, tables
     table = tables.get(name)
     if table is None or len(table) >= MAX_ENTRIES_PER_TABLE:
         table = tables[name] = {}
@@ -147,14 +156,32 @@ def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=Non
     key = (_weight_key(settings), compute_capability)
     return _lookup(_table(spec, "weights"), key,
                    lambda: _weights.weights_per_rank(spec, settings, compute_capability,
-                                                     scale=checkpoint_scale(spec)))
+                                                     scale=checkpoint_scale(spec),
+                                                     index=layer_index(spec)))
 
 
 def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:
     """`weights.checkpoint_scale`, once per model."""
     if not _enabled:
         return _weights.checkpoint_scale(spec)
-    return _lookup(_table(spec, "ckpt_scale"), None, lambda: _weights.checkpoint_scale(spec))
+    return _lookup(_table(spec, "ckpt_scale"), None,
+                   lambda: _weights.checkpoint_scale(spec, layer_index(spec)))
+
+
+def layer_index(spec: ModelSpec):
+    """`weights.layer_index` (the distinct layers the weights read), once per model."""
+    if not _enabled:
+        return _weights.layer_index(spec)
+    return _lookup(_table(spec, "layer_index"), None, lambda: _weights.layer_index(spec))
+
+
+def attention_runs(spec: ModelSpec, layer_range):
+    """`kv.attention_runs` (the distinct attention specs of a layer range, counted), once
+    per model and range."""
+    if not _enabled:
+        return _kv.attention_runs(spec, layer_range)
+    return _lookup(_table(spec, "attention_runs"), tuple(layer_range),
+                   lambda: _kv.attention_runs(spec, layer_range))
 
 
 def _lookup_rules(table: dict, rules, key, compute):
@@ -191,8 +218,10 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):
     if not _enabled:
         return _kv.layout_shape(spec, settings, rules, layer_range, **kw)
     key = (_layout_key(settings), tuple(layer_range), tuple(sorted(kw.items())))
+    # NOTE: the runs are a function of the model and the range (both in the key).
     return _lookup_rules(_table(spec, "layout"), rules, key,
-                         lambda: _kv.layout_shape(spec, settings, rules, layer_range, **kw))
+                         lambda: _kv.layout_shape(spec, settings, rules, layer_range,
+                                                  runs=attention_runs(spec, layer_range), **kw))
 
 
 def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_window=False,
@@ -231,34 +260,51 @@ def _first_window(spec: ModelSpec) -> int | None:
                  if l.attention.sliding_window_tokens), None)
 
 
-def flag_sources(values: tuple, user_set: frozenset, compute):
+def flag_sources(values: tuple, user_set: frozenset, compute, names: frozenset | None = None):
     """Where the flags the planner takes as given came from (`compute()`), cached on
-    `user_set` when it is not empty (a flag is the user's exactly when it is in it), else on
-    the values (a flag is the user's when it differs from vLLM's default)."""
+    `user_set` when it is not empty (a flag is the user's exactly when it is in it; with
+    `names`, the flags compute reads, only on those of them in it), else on the values (a
+    flag is the user's when it differs from vLLM's default)."""
     if not _enabled:
         return compute()
     if len(_sources) >= MAX_ENTRIES_PER_TABLE:
         _sources.clear()
     # NOTE: keyed on the values only without user_set: a search gives every candidate its own
-    # values (utilization, lengths) but few distinct user_sets.
-    return _lookup(_sources, (True, user_set) if user_set else (False, values), compute)
+    # values (utilization, lengths) but few distinct user_sets, fewer still among the flags.
+    if user_set:
+        key = (True, user_set & names if names is not None else user_set)
+    else:
+        key = (False, values)
+    return _lookup(_sources, key, compute)
 
 
 def stage_terms(spec: ModelSpec, settings: Settings, rules, gpu, device: str, tokens: int,
-                seqs: int, compute):
-    """The planner's per-stage terms `compute(spec, settings, rules, gpu, device, tokens,
-    seqs)`, cached per model on the Settings fields they read, the version row and the GPU
-    (both by identity, kept with the value) and every other argument."""
+                seqs: int, compute, fixed_compute):
+    """The planner's per-stage terms `compute(spec, settings, rules, gpu, device, tokens, seqs,
+    fixed)`, where `fixed = fixed_compute(spec, settings, rules, gpu, device)` are those that
+    depend on neither the batched tokens nor the sequences: cached per model on the Settings
+    fields they read, the version row and the GPU (both by identity, kept with the value) and
+    the device; then, within that entry, on (tokens, seqs).
+
+    NOTE: two levels: a search varies the tokens and sequences per candidate, and the first
+    level's key (most Settings fields) is hashed once per plan, not once per level."""
     if not _enabled:
-        return compute(spec, settings, rules, gpu, device, tokens, seqs)
+        return compute(spec, settings, rules, gpu, device, tokens, seqs,
+                       fixed_compute(spec, settings, rules, gpu, device))
     table = _table(spec, "stages")
-    full = (id(rules), id(gpu), _stage_key(settings), device, tokens, seqs)
-    hit = table.get(full)
-    if hit is not None and hit[0] is rules and hit[1] is gpu:
-        return hit[2]
-    stats["misses"] += 1
-    value = compute(spec, settings, rules, gpu, device, tokens, seqs)
-    table[full] = (rules, gpu, value)
+    full = (id(rules), id(gpu), _stage_key(settings), device)
+    entry = table.get(full)
+    if entry is None or entry[0] is not rules or entry[1] is not gpu:
+        stats["misses"] += 1
+        entry = table[full] = (rules, gpu, fixed_compute(spec, settings, rules, gpu, device), {})
+    per = entry[3]
+    key = (tokens, seqs)
+    value = per.get(key)
+    if value is None:
+        stats["misses"] += 1
+        if len(per) >= MAX_ENTRIES_PER_TABLE:
+            per.clear()
+        value = per[key] = compute(spec, settings, rules, gpu, device, tokens, seqs, entry[2])
     return value
 
 

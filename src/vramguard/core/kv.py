@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .model import CHUNKED, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, MambaState, ModelSpec
+from .model import (CHUNKED, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, MambaState,
+                    ModelSpec, counted, distinct_index)
 from .rules import VllmRules
 from .settings import Settings
 
@@ -186,21 +187,36 @@ def with_inflight(shape: KvLayout, inflight: int) -> KvLayout:
     return new
 
 
+def attention_runs(spec: ModelSpec,
+                   layer_range: tuple[int, int]) -> tuple[tuple[AttentionSpec, int], ...]:
+    """The distinct attention specs of the layers in `layer_range` with their counts, in
+    order of first occurrence (what `layout_shape` reads of the layers)."""
+    start, end = layer_range
+    return counted(*distinct_index([layer.attention for layer in spec.layers[start:end]]))
+
+
 def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                  layer_range: tuple[int, int], *, kv_bytes: int, mamba_bytes: int,
                  block_size: int, engine: str, kernel_alignment: int = 16,
-                 kv_dtype_name: str = "auto") -> KvLayout:
+                 kv_dtype_name: str = "auto", runs=None) -> KvLayout:
     """`build_layout` without the in-flight tokens (I = 0; `with_inflight` sets it): the
-    block size, groups and pages depend on neither the batched tokens nor PP's batches."""
+    block size, groups and pages depend on neither the batched tokens nor PP's batches.
+
+    `runs`: `attention_runs(spec, layer_range)` when the caller has it."""
     tp = settings.tensor_parallel_size
-    start, end = layer_range
-    atts = [layer.attention for layer in spec.layers[start:end]]
-    atts += draft_attention(spec, settings, layer_range, engine)
+    if runs is None:
+        runs = attention_runs(spec, layer_range)
+    draft = draft_attention(spec, settings, layer_range, engine)
+    if draft:
+        runs = runs + ((draft[0], len(draft)),)
     kinds: dict[tuple[str, int | None], int] = {}
     attn_bpt = 0
     per_layer_bpt = 0
     mamba_page = 0
-    for a in atts:
+    # NOTE: one pass per distinct spec for its `n` layers: the same result as one pass per
+    # layer (counts and bytes are whole numbers, a maximum does not change when repeated,
+    # and each group key first appears with the first layer that has it).
+    for a, n in runs:
         kind = _layer_kind(a.kind, rules, settings, engine)
         if kind == NONE:
             continue
@@ -208,7 +224,7 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
             if a.mamba is not None:
                 mamba_page = max(mamba_page, mamba_page_bytes(
                     a.mamba, tp, mamba_bytes, settings.num_speculative_tokens))
-            kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + 1
+            kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + n
             continue
         bpt = a.kv_bytes_per_token(tp, kv_bytes)
         if a.kind == MLA and kv_dtype_name in MLA_PACKED_BYTES:
@@ -217,12 +233,12 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
             # NOTE: before MLA support (v0 < 0.7.1) DeepSeek-V2 used full heads padded to 256.
             heads = max(1, spec.num_attention_heads // tp)
             bpt = heads * 2 * 256 * kv_bytes
-        attn_bpt += bpt
+        attn_bpt += bpt * n     # NOTE: whole bytes (int dtype sizes): exact
         per_layer_bpt = max(per_layer_bpt, bpt)
         window = a.sliding_window_tokens if kind == SLIDING else (
             a.chunk_size_tokens if kind == CHUNKED else None)
         key = (kind, window)
-        kinds[key] = kinds.get(key, 0) + 1
+        kinds[key] = kinds.get(key, 0) + n
     inflight = 0          # NOTE: set by `with_inflight`
     b = block_size
     enlarged, pad_pct = False, 0.0

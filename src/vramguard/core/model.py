@@ -123,6 +123,28 @@ class LayerParams:
         return self.total() - self.experts + self.experts * experts_per_tok // num_experts
 
 
+def distinct_index(items) -> tuple[tuple, tuple[int, ...]]:
+    """(the distinct values of `items` in order of first occurrence, each item's position in
+    that tuple). NOTE: a model's layers are distinct objects with one or two distinct values
+    (attention specs, parameter counts): per-layer work can be done once per value."""
+    seen: dict = {}
+    index = []
+    for item in items:
+        i = seen.get(item)
+        if i is None:
+            i = seen[item] = len(seen)
+        index.append(i)
+    return tuple(seen), tuple(index)
+
+
+def counted(values: tuple, index) -> tuple[tuple[object, int], ...]:
+    """(value, how many times) for the positions in `index`, in order of first occurrence."""
+    counts: dict[int, int] = {}
+    for i in index:
+        counts[i] = counts.get(i, 0) + 1
+    return tuple((values[i], n) for i, n in counts.items())
+
+
 @dataclass(frozen=True)
 class LayerSpec:
     """One decoder layer: its KV-cache kind and its parameters."""

@@ -31,6 +31,7 @@ from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_env,
                     v0_scheduler_defaults)
 from .settings import Settings
 from .stage_terms import base_terms as _base_terms
+from .stage_terms import fixed_terms as _fixed_terms
 from .stage_terms import override as _override
 from .stage_terms import sampler_copies
 from .weights import mtp_draft_bytes, runtime_dtype_bytes
@@ -139,6 +140,7 @@ def _is_user(s: Settings, name: str, default) -> bool:
 
 
 _flag_values = attrgetter(*_FLAGS)
+_FLAG_SET = frozenset(_FLAGS)
 
 
 def _flag_sources(s: Settings) -> tuple[str, ...]:
@@ -152,7 +154,7 @@ def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSp
     vals = _flag_values(s)
     # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
     # only their sources are memoized (they depend on the values' equality and user_set).
-    srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s))
+    srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s), _FLAG_SET)
     # NOTE: the values and sources dicts filled directly (`_Eff.set` is a method call per
     # setting, on every screened candidate); same keys in the same order.
     values, sources = dict(zip(_FLAGS, vals)), dict(zip(_FLAGS, srcs))
@@ -228,7 +230,8 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, rules: VllmRules, gpu:
     tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
     # NOTE: the estimates depend on neither the utilization nor max_model_len: a search
     # that varies those reuses them (memoized on exactly the inputs of `_base_terms`).
-    terms, kv_name = _memo.stage_terms(spec, s, rules, gpu, device, tokens, seqs, _base_terms)
+    terms, kv_name = _memo.stage_terms(spec, s, rules, gpu, device, tokens, seqs, _base_terms,
+                                       _fixed_terms)
     stages = [_Stage(*t) for t in terms]
     if cal is not None or hooks is not None:
         eager = bool(s.enforce_eager) or device == "cpu"

@@ -25,13 +25,16 @@ if TYPE_CHECKING:
 
 
 def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
-                tokens: int, seqs: int) -> tuple[tuple, str]:
+               tokens: int, seqs: int, fixed: tuple | None = None) -> tuple[tuple, str]:
     """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
     pool where it differs from the graph term) estimated from the model and settings alone;
-    and the effective KV dtype name."""
+    and the effective KV dtype name. `fixed`: `fixed_terms(spec, s, rules, gpu, device)`
+    when the caller has it."""
     # NOTE: a search varies the batched tokens and sequences per candidate; the terms that
     # depend on neither are memoized apart (`fixed_terms`, keyed without them).
-    fixed, kv_name, ctx = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
+    if fixed is None:
+        fixed = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
+    fixed, kv_name, ctx = fixed
     tp, ep_div, dtype_b, copies, eager, fixed_sizes = ctx
     num_reqs = min(seqs, tokens)
     inflight = kvm.inflight_tokens(rules, s, tokens)

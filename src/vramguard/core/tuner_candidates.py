@@ -28,10 +28,24 @@ class _Ctx:
         self.rules = _memo.resolve_rules(req.vllm_version, req.engine)
         self.limit_len = _memo.resolve_max_model_len(req.spec, self.rules, None)[1].limit
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
+        self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
+
+    def _gpu_key(self, gpu: GpuTarget) -> int:
+        """The same number for equal GPU targets (the plan cache's key, with the settings).
+
+        NOTE: hashing a GpuTarget hashes every field of its GpuSpec, on every lookup; the
+        search passes a handful of objects: each is compared by value once, then by identity."""
+        hit = self._gpu_keys.get(id(gpu))
+        if hit is not None and hit[0] is gpu:
+            return hit[1]
+        key = next((k for g, k in self._gpu_keys.values() if g == gpu),
+                   len({k for _, k in self._gpu_keys.values()}))
+        self._gpu_keys[id(gpu)] = (gpu, key)      # NOTE: kept alive: its id is not reused
+        return key
 
     def plan(self, settings: Settings, gpu: GpuTarget) -> Plan | None:
         """The candidate's plan without detail (None when vLLM's validation rejects it)."""
-        key = (settings, gpu)
+        key = (settings, self._gpu_key(gpu))
         hit = self.cache.get(key)
         if hit is None:
             hit = self.cache[key] = self._screen(settings, gpu)
@@ -51,7 +65,7 @@ class _Ctx:
     def detailed(self, opt: Option) -> Option:
         """The option with its full plan (log lines, assumptions, fixes): the screened
         walk finished, not planned again."""
-        finish = self.cache[(opt.settings, opt.gpu)][1]
+        finish = self.cache[(opt.settings, self._gpu_key(opt.gpu))][1]
         return with_fields(opt, plan=finish())
 
     def gpus_for(self, world: int) -> tuple[GpuTarget, float]:

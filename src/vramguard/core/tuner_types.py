@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
+from ._frozen import replacer
 from .gpu import GpuSpec
 from .model import ModelSpec
 from .plan import Plan
@@ -174,40 +175,15 @@ def _align(tokens: int) -> int:
     return int(math.ceil(tokens / LEN_ALIGN_TOKENS) * LEN_ALIGN_TOKENS)
 
 
-def _copy(s: Settings, **changes) -> Settings:
-    """`dataclasses.replace` for Settings without re-running `__init__` (a hot path: ~10x
-    faster). NOTE: Settings is a plain frozen dataclass (no __post_init__, no slots)."""
-    unknown = changes.keys() - _FIELDS
-    if unknown:
-        raise TypeError(f"unknown Settings fields: {sorted(unknown)}")
-    new = object.__new__(Settings)
-    new.__dict__.update(s.__dict__)
-    new.__dict__.update(changes)
-    return new
-
-
-_FIELDS = frozenset(f.name for f in fields(Settings))
+# NOTE: `dataclasses.replace` without re-running `__init__` (_frozen.py): hot paths.
+_copy = replacer(Settings)      # Settings: the tuner's candidates
+with_fields = replacer(Option)  # Option: most screened candidates
 
 
 def _set(s: Settings, **changes) -> Settings:
     """A copy with `changes` applied and recorded as set (they go on the command line)."""
     return _copy(s, user_set=s.user_set | frozenset(changes), **changes)
 
-
-
-def with_fields(opt: "Option", **changes) -> "Option":
-    """`dataclasses.replace` for Option without re-running `__init__` (called for most
-    screened candidates). NOTE: Option is a plain frozen dataclass (no __post_init__)."""
-    unknown = changes.keys() - _OPTION_FIELDS
-    if unknown:
-        raise TypeError(f"unknown Option fields: {sorted(unknown)}")
-    new = object.__new__(Option)
-    new.__dict__.update(opt.__dict__)
-    new.__dict__.update(changes)
-    return new
-
-
-_OPTION_FIELDS = frozenset(f.name for f in fields(Option))
 
 
 def headroom_gib(opt: Option) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import DTYPE_BYTES, ModelSpec, QuantSpec
+from .model import DTYPE_BYTES, ModelSpec, QuantSpec, distinct_index
 from .settings import Settings
 
 VOCAB_PADDING = 64
@@ -100,10 +100,19 @@ class RankWeights:
     from_checkpoint: bool
 
 
+def layer_index(spec: ModelSpec) -> tuple[tuple, tuple[int, ...]]:
+    """What `_rank_bytes` reads of each layer, (parameter counts, KV heads), as
+    `model.distinct_index`: the distinct pairs and each layer's position among them."""
+    default_kv = spec.num_kv_heads or 1
+    return distinct_index([(l.params, l.attention.num_kv_heads or default_kv)
+                           for l in spec.layers])
+
+
 def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, int],
                 dtype_b: float, quant: QuantSpec | None,
-                expert_pad: float = 1.0) -> tuple[float, int]:
-    """(bytes, params) on one rank of stage `pp_rank` (of `pp` stages)."""
+                expert_pad: float = 1.0, index=None) -> tuple[float, int]:
+    """(bytes, params) on one rank of stage `pp_rank` (of `pp` stages); `index`:
+    `layer_index(spec)` when the caller has it."""
     pp_rank, pp = tp_rank_stage
     tp = settings.tensor_parallel_size
     ep = tp * settings.data_parallel_size if settings.enable_expert_parallel else tp
@@ -113,19 +122,25 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     att_b = (quant.attention_bytes_per_param if quant and quant.attention_bytes_per_param
              else lin)
     start, end = pp_layer_split(spec.num_layers, pp)[pp_rank]
-    total_b, params = 0.0, 0
-    for layer in spec.layers[start:end]:
-        p = layer.params
-        kv_heads = layer.attention.num_kv_heads or spec.num_kv_heads or 1
+    pairs, per_layer = index if index is not None else layer_index(spec)
+    # NOTE: each distinct layer's terms computed once; the float sum still adds them layer by
+    # layer, in layer order (bit-identical to a loop over the layers).
+    terms, counts = [], []
+    for p, kv_heads in pairs:
         kv_div = max(1, min(tp, kv_heads))
         att = p.attn_q / tp + p.attn_o / tp + p.attn_kv / kv_div
         rep = p.attn_replicated + p.router + p.norms
         dense = p.mlp / tp + p.shared_experts / tp + p.mixer / tp
         experts = p.experts / ep
-        total_b += (att * att_b + dense * lin + experts * exp_b * expert_pad
-                    + (p.router + p.norms) * dtype_b)
-        total_b += p.attn_replicated * att_b
-        params += int(att + rep + dense + experts)
+        terms.append((att * att_b + dense * lin + experts * exp_b * expert_pad
+                      + (p.router + p.norms) * dtype_b, p.attn_replicated * att_b))
+        counts.append(int(att + rep + dense + experts))
+    total_b, params = 0.0, 0
+    for i in per_layer[start:end]:
+        layer_b, replicated_b = terms[i]
+        total_b += layer_b
+        total_b += replicated_b
+        params += counts[i]
     vocab = max(1, spec.vocab_size)
     padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
     shard = padded / vocab / tp
@@ -147,10 +162,10 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
 
 
 def _total_bytes(spec: ModelSpec, settings: Settings | None, dtype_b: float,
-                 quant: QuantSpec | None) -> float:
+                 quant: QuantSpec | None, index=None) -> float:
     """The whole model (TP 1, PP 1) in `dtype_b` / `quant`; `settings` is not read."""
     one = Settings(tensor_parallel_size=1, pipeline_parallel_size=1)
-    return _rank_bytes(spec, one, (0, 1), dtype_b, quant)[0]
+    return _rank_bytes(spec, one, (0, 1), dtype_b, quant, index=index)[0]
 
 
 def rope_cache_bytes(spec: ModelSpec, dtype_b: int) -> int:
@@ -191,12 +206,13 @@ def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: s
     return int(spec.mtp_params * dtype_b / max(1, settings.tensor_parallel_size))
 
 
-def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:
+def checkpoint_scale(spec: ModelSpec, index=None) -> tuple[float, bool]:
     """(checkpoint total / total derived from the architecture, whether a checkpoint total
-    was used): 1.0 and False without one. Depends on the model alone."""
+    was used): 1.0 and False without one. Depends on the model alone (`index`:
+    `layer_index(spec)` when the caller has it)."""
     ck = spec.checkpoint
     if ck is not None and ck.total_bytes:
-        stored = _total_bytes(spec, None, spec.dtype_bytes, spec.quant)
+        stored = _total_bytes(spec, None, spec.dtype_bytes, spec.quant, index)
         if stored > 0:
             # NOTE: the checkpoint wins; the architecture says how it splits over ranks.
             return ck.total_bytes / stored, True
@@ -205,21 +221,25 @@ def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:
 
 def weights_per_rank(spec: ModelSpec, settings: Settings,
                      compute_capability: tuple[int, int] | None = None, *,
-                     scale: tuple[float, bool] | None = None) -> tuple[RankWeights, ...]:
+                     scale: tuple[float, bool] | None = None,
+                     index=None) -> tuple[RankWeights, ...]:
     """Weight bytes on each PP stage (TP ranks of one stage hold the same amount).
 
-    `scale`: `checkpoint_scale(spec)` when the caller has it (it depends on the model alone)."""
+    `scale`: `checkpoint_scale(spec)`, `index`: `layer_index(spec)`, when the caller has
+    them (they depend on the model alone)."""
     dtype_b = runtime_dtype_bytes(spec, settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
-    scale, from_ckpt = checkpoint_scale(spec) if scale is None else scale
+    if index is None:
+        index = layer_index(spec)
+    scale, from_ckpt = checkpoint_scale(spec, index) if scale is None else scale
     rope = rope_cache_bytes(spec, dtype_b)
     lora = lora_bytes(spec, settings, dtype_b)
     offload_total = int(settings.cpu_offload_gb * _GIB)
     out = []
     for stage in range(pp):
         pad = _expert_padding(spec, quant, settings.tensor_parallel_size, compute_capability)
-        b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad)
+        b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad, index)
         scaled = b * scale
         off = min(offload_total, int(scaled))
         out.append(RankWeights(bytes=int(scaled) - off + rope + lora, derived_bytes=int(b),
