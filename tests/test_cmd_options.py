@@ -140,6 +140,17 @@ def test_tune_and_check_read_launch_lines_like_plan(argv):
         ("m", 2, "vllm serve")}
 
 
+def test_tune_and_check_load_the_model_with_config_overrides():
+    """--hf-overrides reaches the model in tune and check too (not only plan)."""
+    from vramguard.commands import check, tune
+    argv = ["Qwen/Qwen3-30B-A3B", "--offline", "--hf-overrides",
+            '{"max_position_embeddings": 131072}']
+    req, _, _ = tune.make_request(tune.parse_options(argv))
+    assert req.spec.max_len_keys["max_position_embeddings"] == 131072
+    prep = check.prepare(check.parse_options(argv), env={})
+    assert prep.spec.max_len_keys["max_position_embeddings"] == 131072
+
+
 def test_command_specific_rules_stay():
     from vramguard.commands import check, plan, run, tune
     assert plan.parse_options(["--", "vllm", "serve", "m", "--json"]).json is True
