@@ -238,3 +238,19 @@ def test_free_memory_message_names_the_cuda_device():
     assert p.outcome.message.startswith("Free memory on device cuda:2 (")
     p0 = plan(llama31_8b(), s, H100, vllm_version="0.29.0", other_used_bytes=20 * GIB)
     assert p0.outcome.message.startswith("Free memory on device cuda:0 (")
+
+
+def test_assumptions_say_why_graphs_sampler_and_non_torch_are_what_they_are():
+    """Every number shows where it came from: the LoRA graph pool, the dummy rejection
+    sampler and the all-reduce memory in N are named in the plan's assumptions."""
+    s = Settings(max_model_len=8192, tensor_parallel_size=2, enable_lora=True,
+                 num_speculative_tokens=2)
+    text = " ".join(plan(llama31_8b(), s, H100, vllm_version="0.24.0").assumptions)
+    assert "captured twice" in text and "allocated after the KV cache" in text
+    assert "dummy rejection sampler holds ~7 fp32 copies" in text
+    assert "custom all-reduce memory counted" in text
+    text = " ".join(plan(llama31_8b(), s, H100, vllm_version="0.11.0").assumptions)
+    assert "no custom all-reduce memory counted" in text and "captured twice" not in text
+    one = " ".join(plan(llama31_8b(), Settings(max_model_len=8192), H100,
+                        vllm_version="0.24.0").assumptions)
+    assert "all-reduce" not in one and "rejection" not in one and "captured twice" not in one

@@ -14,6 +14,7 @@ from . import messages as msg
 from ._frozen import maker
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
+from .stage_terms import custom_all_reduce_in_n, sampler_copies
 
 __all__ = ["PlanReport"]
 
@@ -147,14 +148,22 @@ class PlanReport:
                    f"{st.weights.note}).")
         out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"
                    f"; {self.eff.values['max_num_batched_tokens']} batched tokens, "
-                   f"{self.eff.values['max_num_seqs']} seqs).")
+                   f"{self.eff.values['max_num_seqs']} seqs{self._sampler_note()}).")
         out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
-                   f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}).")
+                   f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}"
+                   f"{self._all_reduce_note()}).")
         gm = {"headroom": "not budgeted: graphs must fit in the memory outside u x total",
               "estimated": "estimated and logged but not subtracted "
                            "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)",
               "subtracted": "subtracted from the budget"}[self.rules.graph_budget]
         out.append(f"CUDA graphs {g(st.graph.value_bytes)} ({st.graph.source.value}; {gm}).")
+        if st.graph_pool is not None:
+            out.append("With LoRA every graph size is captured twice (cudagraph_specialize_lora, "
+                       "0.11.1+): vLLM's estimate counts about one graph; the pool, ~"
+                       f"{g(st.graph_pool)}, is allocated after the KV cache.")
+        elif self.s.enable_lora and self.rules.lora_graph_specialize and st.graph.value_bytes:
+            out.append("With LoRA every graph size is captured twice (cudagraph_specialize_lora, "
+                       "0.11.1+), counted in the graph term.")
         if self.rules.whole_gpu:
             out.append("This version charges everything already on the GPU (other processes, "
                        "CUDA context) to the KV budget.")
@@ -172,6 +181,25 @@ class PlanReport:
         out += self.assumptions
         out += list(self.spec.notes)
         return tuple(out)
+
+    def _sampler_note(self) -> str:
+        copies = sampler_copies(self.spec, self.s, self.rules)
+        if self.s.num_speculative_tokens <= 0 or copies <= self.rules.profile_sampler_copies:
+            return ""
+        return (f"; with speculative decoding the dummy rejection sampler holds ~{copies:g} fp32 "
+                "copies of the requests x vocabulary logits")
+
+    def _all_reduce_note(self) -> str:
+        if self.s.tensor_parallel_size <= 1:
+            return ""
+        eager = bool(self.s.enforce_eager) or self.device == "cpu"
+        if custom_all_reduce_in_n(self.s, self.rules, self.gpu, eager):
+            why = ("the CUDA-graph memory probe's buffers stay mapped by the peers"
+                   if self.rules.allreduce_in_n == "graph_probe"
+                   else "set up inside the profiling window")
+            return f"; custom all-reduce memory counted: {why}"
+        return "; no custom all-reduce memory counted (off, not NVLink-class, or set up before " \
+               "vLLM's snapshot)"
 
     def _fixes(self, cap: KvCapacity | None) -> tuple[Fix, ...]:
         if self.fail is None:

@@ -358,9 +358,10 @@ class _Walk(PlanReport):
         draft = mtp_draft_bytes(self.spec, s, runtime_dtype_bytes(self.spec, s), self.rules.engine)
         if not draft:
             return []
-        return [f"Speculative decoding: the checkpoint's MTP layer is the drafter (+"
-                f"{draft / GIB:.2f} GiB of weights on the last stage, one more attention layer "
-                "in the KV groups)."]
+        n = max(1, self.spec.mtp_layers)
+        return [f"Speculative decoding: the checkpoint's MTP layer{'s are' if n > 1 else ' is'} "
+                f"the drafter (+{draft / GIB:.2f} GiB of weights on the last stage, {n} more "
+                f"attention layer{'s' if n > 1 else ''} in the KV groups)."]
 
     # -- budget per stage --
     def _kv_budget(self, st: _Stage) -> Estimate:

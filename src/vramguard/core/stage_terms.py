@@ -70,8 +70,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
     eager = bool(s.enforce_eager) or device == "cpu"
-    custom_ar = ((gpu.vendor != "nvidia" or _nvlink_class(gpu)) and not s.disable_custom_all_reduce
-                 and _allreduce_in_n(rules, eager))
+    custom_ar = custom_all_reduce_in_n(s, rules, gpu, eager)
     copies = sampler_copies(spec, s, rules)
     draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
@@ -158,6 +157,13 @@ def _model_runner_v2(spec: ModelSpec, rules: VllmRules) -> bool:
     if rules.model_runner_v2 == "all":
         return True
     return rules.model_runner_v2 == "dense" and not spec.is_hybrid and spec.moe is None
+
+
+def custom_all_reduce_in_n(s: Settings, rules: VllmRules, gpu: GpuSpec, eager: bool) -> bool:
+    """Whether TP > 1 custom all-reduce memory counts in the non-torch term `N` (it runs on
+    this GPU, is not turned off, and this version measures it in the profiling window)."""
+    return ((gpu.vendor != "nvidia" or _nvlink_class(gpu)) and not s.disable_custom_all_reduce
+            and _allreduce_in_n(rules, eager))
 
 
 def _allreduce_in_n(rules: VllmRules, eager: bool) -> bool:
