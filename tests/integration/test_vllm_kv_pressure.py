@@ -100,8 +100,13 @@ def test_stress_finds_the_knee(vllm_kv_pressure):
     assert levels[1]["preemptions"] == 0
     assert levels[8]["preemptions"] > 0 and levels[8]["kv_usage_peak"] == pytest.approx(1.0)
     assert data["workload_fit_concurrency"] == 1          # (3 - 1) // cdiv(250, 128)
-    assert data["knee_concurrency"] == 1
-    assert data["first_preempting_concurrency"] == 2
+    # NOTE: at 2 clients a preemption needs the second request to be admitted before the
+    # first takes its second block; the two clients can fall into a convoy in which each
+    # newcomer waits for the pool instead (no preemption, seen in 1 of ~10 CI runs). From 4
+    # clients, two waiting requests are admitted together whenever the pool frees up.
+    assert levels[4]["preemptions"] > 0
+    assert data["knee_concurrency"] in (1, 2)
+    assert data["first_preempting_concurrency"] == 2 * data["knee_concurrency"]
     assert data["server"]["num_gpu_blocks"] == 3
     assert data["server_max_concurrency"] == pytest.approx(1.5)
 
