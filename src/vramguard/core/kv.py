@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from .model import (CHUNKED, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, MambaState,
                     ModelSpec, counted, distinct_index)
+from ._frozen import replacer
 from .rules import VllmRules
 from .settings import Settings
 
@@ -181,10 +182,10 @@ def with_inflight(shape: KvLayout, inflight: int) -> KvLayout:
     `__init__` (a search varies the batched tokens, hence I, per candidate)."""
     if not shape.groups:
         return shape
-    new = object.__new__(KvLayout)
-    new.__dict__.update(shape.__dict__)
-    new.__dict__["inflight_tokens"] = inflight
-    return new
+    return _replace_layout(shape, inflight_tokens=inflight)
+
+
+_replace_layout = replacer(KvLayout)
 
 
 def attention_runs(spec: ModelSpec,

@@ -11,7 +11,7 @@ import math
 from . import failures as F
 from . import kv as kvm
 from . import messages as msg
-from ._frozen import maker
+from ._frozen import maker, replacer
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .stage_terms import custom_all_reduce_in_n, sampler_copies
@@ -28,17 +28,15 @@ _CATALOG, _DERIVED_SRC, _MEASURED = Source.CATALOG, Source.DERIVED, Source.MEASU
 _NOT_BUDGETED = "not budgeted in this version: must fit outside u x total"
 
 
+_replace_ledger = replacer(Ledger)
+
+
 def _tp_rank(ledger: Ledger, rank: int, tp_rank: int) -> Ledger:
     """`dataclasses.replace(ledger, rank=..., tp_rank=...)` without re-running `__init__`.
 
     NOTE: the TP ranks of a stage share every term; up to 8 ledgers per stage are built for
-    each screened candidate. Ledger is a plain frozen dataclass (no __post_init__, no slots)."""
-    new = object.__new__(Ledger)
-    d = new.__dict__
-    d.update(ledger.__dict__)
-    d["rank"] = rank
-    d["tp_rank"] = tp_rank
-    return new
+    each screened candidate."""
+    return _replace_ledger(ledger, rank=rank, tp_rank=tp_rank)
 
 
 class PlanReport:
