@@ -555,7 +555,9 @@ class _Walk(PlanReport):
                      + cap.num_blocks * last.layout.page_size_bytes)
         free_after_graphs = self.T - used_last - graph_pool
         reqs = min(seqs, self.eff.values["max_num_batched_tokens"])
-        need = act.sampler_warmup_bytes(spec, reqs, sampler_copies(spec, self.s, rules))
+        # NOTE: with speculative decoding the warm-up runs the dummy rejection sampler too.
+        spec_copies = sampler_copies(spec, self.s, rules) if self.s.num_speculative_tokens else 0
+        need = act.sampler_warmup_bytes(spec, reqs, spec_copies)
         if rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs:
             return
         if need > 1.25 * free_after_graphs:
