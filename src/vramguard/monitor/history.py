@@ -384,10 +384,14 @@ class History:
     def gpu_series(self, since_ts: float | None = None, until_ts: float | None = None,
                    gpu_index: int | None = None) -> Iterator[GpuRow]:
         """GpuRows in tick order (optionally one GPU)."""
+        return self._series(self._gpu_rows, since_ts, until_ts, gpu_index)
+
+    def _series(self, rows, since_ts, until_ts, key) -> Iterator:
+        """`rows(tick_ids, key)`'s rows over the time range, read lazily, errors translated."""
         with self._errors("read"):
             ids = self._tick_range(since_ts, until_ts)
             if ids is not None:
-                for _, row in self._gpu_rows(ids, gpu_index):
+                for _, row in rows(ids, key):
                     yield row
 
     def _gpu_rows(self, ids, gpu_index=None) -> Iterator[tuple[int, GpuRow]]:
@@ -405,11 +409,7 @@ class History:
     def endpoint_series(self, since_ts: float | None = None, until_ts: float | None = None,
                         url: str | None = None) -> Iterator[EndpointRow]:
         """EndpointRows in tick order (optionally one URL)."""
-        with self._errors("read"):
-            ids = self._tick_range(since_ts, until_ts)
-            if ids is not None:
-                for _, row in self._endpoint_rows_read(ids, url):
-                    yield row
+        return self._series(self._endpoint_rows_read, since_ts, until_ts, url)
 
     def _endpoint_rows_read(self, ids, url=None) -> Iterator[tuple[int, EndpointRow]]:
         sql = ("SELECT t.ts, s.tick_id, r.url, r.engine, r.model_name, s.ok, s.kv_usage, "
