@@ -18,16 +18,19 @@ from vramguard.errors import UsageError
 ROWS = {
     ("0.4.0", "v0"): dict(whole_gpu=False, log_weights="loading_gb", log_capacity="v0_gpu_blocks",
                           v0_concurrency_log=False, default_util=0.9),
-    ("0.4.3", "v0"): dict(log_weights="loading_gb", v0_chunked_prefill_auto=False),
+    ("0.4.3", "v0"): dict(log_weights="loading_gb", v0_chunked_prefill_auto=False,
+                          v0_mm_profile_seqs=False),
+    ("0.5.1", "v0"): dict(v0_mm_profile_seqs=True, v0_mm_dropped_when_long=False),
     ("0.5.5", "v0"): dict(v0_chunked_prefill_auto=True),
     ("0.6.3", "v0"): dict(v0_concurrency_log=True, whole_gpu=False),
     ("0.6.4", "v0"): dict(whole_gpu=True, log_available="v0_064"),
     ("0.6.5", "v0"): dict(whole_gpu=False, log_available="v0_profile"),
-    ("0.7.0", "v0"): dict(log_capacity="v0_cuda_blocks", mla_supported=False),
+    ("0.7.0", "v0"): dict(log_capacity="v0_cuda_blocks", mla_supported=False,
+                          v0_mm_dropped_when_long=True),
     ("0.7.1", "v0"): dict(mla_supported=True),
     ("0.7.3", "v0"): dict(log_capacity="v0_cuda_lower"),
     ("0.8.0", "v0"): dict(default_engine="v1", v0_chunked_prefill_auto=False),
-    ("0.8.3", "v0"): dict(log_weights="model_gib"),
+    ("0.8.3", "v0"): dict(log_weights="model_gib", v0_mm_dropped_when_long=False),
     ("0.9.2", "v0"): dict(tokenizer_cap=True),
     ("0.10.2", "v0"): dict(kv_cache_memory_flag=True),
     ("0.7.0", "v1"): dict(whole_gpu=True, free_memory_check=False, msg_fit="v1_070",
@@ -384,3 +387,40 @@ def test_model_runner_v2_env_switch():
                     env=env).tightest.activation.value_bytes
     assert act({"VLLM_USE_V2_MODEL_RUNNER": "0"}) - act({}) \
         == int(256 * 151936 * 4 * 7.0) - int(256 * 151936 * 4 * 2.1)
+
+
+def test_v0_multimodal_profile_run_sequences_and_dropped_encoder():
+    """v0 (0.5.1+) profiles a multimodal model with max(1, min(max_num_seqs, tokens //
+    worst-case mm tokens)) dummy sequences, so its dummy sampler sees that many requests;
+    0.7.0-0.8.2 drop the mm dummy data when the worst-case prompt is longer than the
+    profiling sequence (no encoder in the peak), 0.8.3 keeps it (vLLM wheels' profiling.py).
+    A dynamic tower's worst image is 65,536 patches = 16,384 tokens after the 2x2 merge."""
+    from dataclasses import replace as dc_replace
+
+    from core_specs import llama31_8b
+    from vramguard.core import activation as act
+    from vramguard.core.model import VisionSpec
+    from vramguard.core.rules import resolve_rules
+    vlm = dc_replace(llama31_8b(), vision=VisionSpec(num_params=600_000_000, hidden_size=1280))
+    a100 = lookup_gpu("A100-80GB")
+    assert act.vision_max_tokens(vlm) == 16384
+    assert act.mm_profile(vlm, 5120, 256, True, True) == (1, False)     # 16384 > 5120 // 1
+    assert act.mm_profile(vlm, 5120, 256, True, False) == (1, True)
+    assert act.mm_profile(vlm, 40000, 256, True, True) == (2, True)     # 40000 // 16384 = 2
+    assert act.mm_profile(vlm, 5120, 256, False, False) == (256, True)  # v1: min(seqs, tokens)
+    assert act.mm_profile(llama31_8b(), 5120, 256, True, True) == (256, True)   # text-only
+    for version, drops in (("0.6.6", False), ("0.7.0", True), ("0.8.2", True),
+                           ("0.8.3", False), ("0.10.2", False)):
+        r = resolve_rules(version, "v0")
+        assert r.v0_mm_profile_seqs and r.v0_mm_dropped_when_long is drops, version
+    assert not resolve_rules("0.10.1", "v1").v0_mm_profile_seqs
+    s = Settings(max_model_len=3072, max_num_batched_tokens=5120, max_num_seqs=256)
+
+    def act_bytes(version):
+        return plan(vlm, s, a100, vllm_version=version, engine="v0").tightest.activation \
+            .value_bytes
+    hidden = int(5120 * 4096 * act.ACT_BYTES_PER_TOKEN_HIDDEN["v0"])
+    one_req = int(1 * 128256 * 4 * 7.5)                          # v0 dummy sampler, 1 request
+    encoder = int(65536 * 1280 * act.VISION_BYTES_PER_PATCH_HIDDEN["v0"])
+    assert act_bytes("0.8.2") == hidden + one_req
+    assert act_bytes("0.8.3") == hidden + one_req + encoder

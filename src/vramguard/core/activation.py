@@ -34,8 +34,12 @@ ACT_MOE_FACTOR = 1.6                  # × the fused-MoE workspace bytes
 SAMPLER_WARMUP_COPIES = 6.0           # × fp32 logits in the v1 sampler warm-up (top-k/p, logprobs)
 # encoder profiling, per (patch × vision hidden): v0 profiles the encoder inside the one
 # dummy forward (eager ViT, all temporaries live); v1 runs it alone with fused attention.
-VISION_BYTES_PER_PATCH_HIDDEN = {"v0": 44.0, "v1": 8.0}
+# NOTE: v0's 59 B was refitted on the same Jetson Qwen2.5-VL-7B runs (4.92/4.93 GiB) once the
+# profile run's single sequence was modelled (`v0_mm_profile_seqs`); 44 B had absorbed a
+# 256-request dummy sampler that the run does not have.
+VISION_BYTES_PER_PATCH_HIDDEN = {"v0": 59.0, "v1": 8.0}
 VISION_DYNAMIC_MAX_PATCHES = 65536    # dynamic-resolution towers: 16384 merged tokens × 2×2
+VISION_DYNAMIC_MERGE = 4              # ... 2×2 patches per merged token
 NON_TORCH_BASE = int(0.2 * _GIB)      # cuBLAS / attention workspaces
 NON_TORCH_TP = int(1.85 * _GIB)       # custom all-reduce + NCCL growth when TP > 1
 GRAPH_BASE = int(0.30 * _GIB)         # CUDA graph pool: fixed part
@@ -72,6 +76,7 @@ class ProfileShape:
     dtype_bytes: int
     engine: str = "v1"
     sampler_copies: float = 2.1
+    encoder_profiled: bool = True   # False: v0 dropped the mm dummy data (see mm_profile)
 
 
 def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1") -> int:
@@ -85,6 +90,34 @@ def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1") -> int:
         patches = VISION_DYNAMIC_MAX_PATCHES
     per = VISION_BYTES_PER_PATCH_HIDDEN["v0" if engine == "v0" else "v1"]
     return int(patches * v.hidden_size * per / max(1, tp) ** 0.5)
+
+
+def vision_max_tokens(spec: ModelSpec) -> int:
+    """Tokens one worst-case image takes in the prompt (0 without a vision tower): a fixed
+    tower's patches, a dynamic tower's largest image after the 2×2 merge. A lower bound of
+    vLLM's worst-case multimodal prompt, which also counts other modalities (video)."""
+    v = spec.vision
+    if v is None or not v.hidden_size:
+        return 0
+    if v.image_size and v.patch_size:
+        return (v.image_size // v.patch_size) ** 2
+    return VISION_DYNAMIC_MAX_PATCHES // VISION_DYNAMIC_MERGE
+
+
+def mm_profile(spec: ModelSpec, tokens: int, seqs: int, reqs_by_mm: bool,
+               dropped_when_long: bool) -> tuple[int, bool]:
+    """(requests the profile run's dummy sampler sees, whether the encoder is profiled).
+
+    NOTE: v0's profile run lowers the number of dummy sequences of a multimodal model to
+    max(1, min(max_num_seqs, tokens // worst-case mm tokens)) (`reqs_by_mm`), and 0.7.0-0.8.2
+    replace a worst-case prompt longer than the profiling sequence (tokens // sequences) by a
+    text-only one (`dropped_when_long`). v1 samples min(max_num_seqs, tokens)."""
+    reqs = min(seqs, tokens)
+    mm = vision_max_tokens(spec) if reqs_by_mm else 0
+    if not mm:
+        return reqs, True
+    reqs = max(1, min(seqs, tokens // mm))
+    return reqs, not (dropped_when_long and mm > tokens // reqs)
 
 
 def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> tuple[int, dict[str, int]]:
@@ -107,7 +140,8 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> tuple[int, dict[st
         parts["sampler_logits"] = int(shape.num_reqs * spec.vocab_size * 4
                                       * shape.sampler_copies)
     total = sum(parts.values())
-    enc = vision_encoder_bytes(spec, shape.tp, eng) if shape.first_pp_rank else 0
+    enc = (vision_encoder_bytes(spec, shape.tp, eng)
+           if shape.first_pp_rank and shape.encoder_profiled else 0)
     if enc:
         parts["vision_encoder"] = enc
         total = total + enc if eng == "v0" else max(total, enc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from . import activation as act
 from . import failures as F
 from . import kv as kvm
 from . import messages as msg
@@ -132,6 +133,22 @@ class PlanReport:
             out += msg.capacity_log(rules, st.num_blocks, toks, cap.max_model_len, conc)
         return tuple(out)
 
+    def _mm_profile_note(self) -> str | None:
+        """How v0 profiles a multimodal model (fewer dummy sequences; text only 0.7.0-0.8.2)."""
+        mm = act.vision_max_tokens(self.spec) if self.rules.v0_mm_profile_seqs else 0
+        if not mm:
+            return None
+        tokens, seqs = self.eff.values["max_num_batched_tokens"], self.eff.values["max_num_seqs"]
+        reqs, encoder = act.mm_profile(self.spec, tokens, seqs, True,
+                                       self.rules.v0_mm_dropped_when_long)
+        note = (f"v0 profiles a multimodal model with max(1, min({seqs}, {tokens} // ~{mm} "
+                f"worst-case image tokens)) = {reqs} dummy sequence(s), so the dummy sampler "
+                f"sees {reqs} request(s)")
+        if not encoder:
+            note += ("; the worst-case multimodal prompt does not fit the profiling sequence, "
+                     "and 0.7.0-0.8.2 then profile text only (no encoder in the peak)")
+        return note + "."
+
     def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
         st = min(self.stages, key=lambda x: x.kv)
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
@@ -147,6 +164,9 @@ class PlanReport:
         out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"
                    f"; {self.eff.values['max_num_batched_tokens']} batched tokens, "
                    f"{self.eff.values['max_num_seqs']} seqs{self._sampler_note()}).")
+        mm_note = self._mm_profile_note()
+        if mm_note:
+            out.append(mm_note)
         out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
                    f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}"
                    f"{self._all_reduce_note()}).")

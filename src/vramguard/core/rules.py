@@ -84,6 +84,14 @@ class VllmRules:
     # models without Mamba/GDN layers or experts) | "all" (0.29+) | "off" (turned off by
     # VLLM_USE_V2_MODEL_RUNNER=0)
     model_runner_v2: str = "none"
+    # v0 multimodal profile run (model_runner.profile_run, 0.5.1+): the dummy batch has
+    # max(1, min(max_num_seqs, max_num_batched_tokens // worst-case mm tokens)) sequences,
+    # so the dummy sampler runs that many requests, not min(max_num_seqs, tokens)
+    v0_mm_profile_seqs: bool = False
+    # v0 0.7.0-0.8.2 (multimodal/profiling.py): a worst-case multimodal prompt longer than the
+    # profiling sequence is replaced by a text-only one (multi_modal_data=None), so the
+    # encoder is not profiled; 0.8.3 keeps the multimodal data (warning only)
+    v0_mm_dropped_when_long: bool = False
     kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
     # ---- max_model_len derivation (§7) ----
@@ -120,6 +128,8 @@ class VllmRules:
 _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
     ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
+    ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
+     "multimodal profile run: sequences = tokens // max mm tokens (model_runner.profile_run)"),
     ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
     ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
@@ -133,6 +143,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
      "v1 scheduler defaults (§9); v1 dummy sampler"),
     ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
+    ("0.7.0", "v0", {"v0_mm_dropped_when_long": True},
+     "profiling.py: mm dummy data dropped when longer than the profiling sequence"),
     ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
     ("0.7.3", "both", {"usage_metric": "vllm:gpu_cache_usage_perc"}, "v1 metrics (§12)"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
@@ -146,6 +158,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
      "dummy rejection sampler in the profile run (PR 14930)"),
     ("0.8.3", "both", {"log_weights": "model_gib"}, "GiB in the weights line (§1b)"),
+    ("0.8.3", "v0", {"v0_mm_dropped_when_long": False},
+     "profiling.py keeps the mm dummy data (warning only)"),
     ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
     ("0.8.4", "v1", {"msg_fit": "v1_084", "estimate_max_len": "lost"}, "estimate bug (§6, §10)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),

@@ -36,7 +36,8 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
         fixed = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
     fixed, kv_name, ctx = fixed
     tp, ep_div, dtype_b, copies, eager, fixed_sizes = ctx
-    num_reqs = min(seqs, tokens)
+    num_reqs, encoder = act.mm_profile(spec, tokens, seqs, rules.v0_mm_profile_seqs,
+                                       rules.v0_mm_dropped_when_long)
     inflight = kvm.inflight_tokens(rules, s, tokens)
     pp = s.pipeline_parallel_size
     out = []
@@ -44,7 +45,8 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
         act_shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
                                      last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
                                      moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
-                                     engine=rules.engine, sampler_copies=copies)
+                                     engine=rules.engine, sampler_copies=copies,
+                                     encoder_profiled=encoder)
         a_val, _parts = _memo.activation_bytes(spec, act_shape)
         a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
                                 "profile run: tokens x hidden, MoE workspace, sampler logits")
