@@ -107,3 +107,18 @@ def test_maker_refuses_classes_with_more_than_fields():
     for cls in (Checked, Mutable):
         with pytest.raises(TypeError):
             maker(cls)
+
+
+def test_tp_rank_ledgers_copy_the_stage_ledger():
+    """The TP ranks of a stage (built without __init__) differ from its first ledger only in
+    rank and tp_rank, numbered stage by stage."""
+    from vramguard.core.settings import Settings
+    s = Settings(tensor_parallel_size=4, pipeline_parallel_size=2,
+                 user_set=frozenset({"tensor_parallel_size", "pipeline_parallel_size"}))
+    p = planner.plan(spec("Qwen/Qwen3-30B-A3B"), s, lookup_gpu("H100-80GB"))
+    assert [(l.rank, l.tp_rank, l.pp_rank) for l in p.ledgers] == [
+        (pp * 4 + t, t, pp) for pp in range(2) for t in range(4)]
+    for l in p.ledgers:
+        first = p.ledgers[l.pp_rank * 4]
+        assert dataclasses.replace(l, rank=first.rank, tp_rank=0) == first
+    _fields_complete(p)

@@ -226,16 +226,19 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):
 
 def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_window=False,
                           sliding_window=None):
-    """`maxlen.resolve_max_model_len`, cached; a UsageError is raised afresh every time."""
+    """`maxlen.resolve_max_model_len` with the derived length cached; the user's length is
+    checked on every call (a UsageError is raised afresh)."""
     if not _enabled:
         return _maxlen.resolve_max_model_len(spec, rules, user_len,
                                              disable_sliding_window=disable_sliding_window,
                                              sliding_window=sliding_window)
-    key = (user_len, disable_sliding_window, sliding_window)
-    return _lookup_rules(_table(spec, "maxlen"), rules, key,
-                         lambda: _maxlen.resolve_max_model_len(
-                             spec, rules, user_len, disable_sliding_window=disable_sliding_window,
-                             sliding_window=sliding_window))
+    # NOTE: the derived length does not depend on the user's: derived once per model, row and
+    # window; the user's length is checked against it on every call (cheap; raises afresh).
+    d = _lookup_rules(_table(spec, "maxlen"), rules, (disable_sliding_window, sliding_window),
+                      lambda: _maxlen.derive_max_model_len(
+                          spec, rules, disable_sliding_window=disable_sliding_window,
+                          sliding_window=sliding_window))
+    return _maxlen.apply_user_len(spec, d, user_len)
 
 
 def activation_bytes(spec: ModelSpec, shape):

@@ -76,6 +76,13 @@ def resolve_max_model_len(spec: ModelSpec, rules: VllmRules, user_len: int | Non
     """The effective `max_model_len`; raises UsageError with vLLM's words when too long."""
     d = derive_max_model_len(spec, rules, disable_sliding_window=disable_sliding_window,
                              sliding_window=sliding_window)
+    return apply_user_len(spec, d, user_len)
+
+
+def apply_user_len(spec: ModelSpec, d: DerivedLen,
+                   user_len: int | None) -> tuple[int, DerivedLen]:
+    """The effective `max_model_len` for the user's length against the derived one `d`
+    (the second half of `resolve_max_model_len`)."""
     if user_len is None or user_len == -1:
         return d.value, d
     if user_len <= 0:
