@@ -295,13 +295,13 @@ def test_default_settings_untouched():
 
 
 def test_unmodeled_memory_flags_are_noted():
-    cmd = parse_vllm_args(["m", "--max-cudagraph-capture-size", "256", "--skip-mm-profiling",
+    cmd = parse_vllm_args(["m", "--max-cudagraph-capture-size", "256", "--fully-sharded-loras",
                            "--limit-mm-per-prompt", '{"image": 2}', "-O", "3", "--port", "1"])
     assert cmd.model == "m"
-    assert set(cmd.unmodeled) == {"--max-cudagraph-capture-size", "--skip-mm-profiling",
+    assert set(cmd.unmodeled) == {"--max-cudagraph-capture-size", "--fully-sharded-loras",
                                   "--limit-mm-per-prompt", "-O"}
     assert "--port" in cmd.ignored and "--port" not in cmd.unmodeled
-    assert any("not modeled" in n and "--skip-mm-profiling" in n for n in cmd.notes)
+    assert any("not modeled" in n and "--fully-sharded-loras" in n for n in cmd.notes)
 
 
 def test_multi_value_ignored_flags_and_spec_tokens():
@@ -407,3 +407,12 @@ def test_config_overrides():
         with pytest.raises(UsageError) as e:
             parse_vllm_args(["m", *bad])
         assert bad[0] in str(e.value.where)
+
+
+def test_multimodal_switches_are_read():
+    """--language-model-only and --skip-mm-profiling change the plan (no longer 'not modeled')."""
+    from vramguard.sources.vllm_args import parse_vllm_args
+    cmd = parse_vllm_args(["Qwen/Qwen2.5-VL-7B-Instruct", "--language-model-only",
+                           "--skip-mm-profiling"])
+    assert cmd.settings.language_model_only and cmd.settings.skip_mm_profiling
+    assert not cmd.unmodeled

@@ -424,3 +424,27 @@ def test_v0_multimodal_profile_run_sequences_and_dropped_encoder():
     encoder = int(65536 * 1280 * act.VISION_BYTES_PER_PATCH_HIDDEN["v0"])
     assert act_bytes("0.8.2") == hidden + one_req
     assert act_bytes("0.8.3") == hidden + one_req + encoder
+
+
+def test_language_model_only_and_skip_mm_profiling():
+    """--language-model-only: no encoder weights (vision params / TP x 2 B) and no encoder in
+    the profile run; --skip-mm-profiling: the weights stay, the encoder leaves the peak (v1
+    takes max(text forward, encoder batch): here the encoder is the peak at 512 tokens)."""
+    from dataclasses import replace as dc_replace
+
+    from core_specs import llama31_8b
+    from vramguard.core import activation as act
+    from vramguard.core.model import VisionSpec
+    vlm = dc_replace(llama31_8b(), vision=VisionSpec(num_params=600_000_000, hidden_size=1280))
+    h100 = lookup_gpu("H100-80GB")
+    base = Settings(max_model_len=4096, max_num_batched_tokens=512, max_num_seqs=8,
+                    tensor_parallel_size=2)
+    p0 = plan(vlm, base, h100, vllm_version="0.30.0").tightest
+    lm = plan(vlm, base.with_(language_model_only=True), h100, vllm_version="0.30.0").tightest
+    sk = plan(vlm, base.with_(skip_mm_profiling=True), h100, vllm_version="0.30.0").tightest
+    encoder = int(65536 * 1280 * act.VISION_BYTES_PER_PATCH_HIDDEN["v1"] / 2 ** 0.5)
+    text = int(512 * 4096 * act.ACT_BYTES_PER_TOKEN_HIDDEN["v1"]) + int(8 * 128256 * 4 * 2.1)
+    assert p0.activation.value_bytes == encoder > text
+    assert lm.activation.value_bytes == sk.activation.value_bytes == text
+    assert p0.weights.value_bytes - lm.weights.value_bytes == 600_000_000 // 2 * 2
+    assert sk.weights.value_bytes == p0.weights.value_bytes

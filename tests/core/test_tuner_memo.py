@@ -162,9 +162,11 @@ SWEEP = {
     "disable_hybrid_kv_cache_manager": (True,), "num_speculative_tokens": (2,),
     "enable_lora": (True,), "max_loras": (4,), "max_lora_rank": (64,),
     "disable_custom_all_reduce": (True,), "entrypoint": ("llm",),
+    "language_model_only": (True,), "skip_mm_profiling": (True,),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
-                "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b")
+                "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b",
+                "Qwen/Qwen2.5-VL-7B-Instruct")
 
 
 @pytest.mark.parametrize("model", SWEEP_MODELS)

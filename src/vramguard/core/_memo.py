@@ -46,12 +46,13 @@ _SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len
                        "num_gpu_blocks_override", "user_set", "model"})
 _NOT_READ_WEIGHTS = _SEARCHED | {"kv_cache_dtype", "block_size", "disable_sliding_window",
                                  "disable_hybrid_kv_cache_manager", "num_speculative_tokens",
-                                 "enforce_eager"}
+                                 "enforce_eager", "skip_mm_profiling"}
 # NOTE: the layout's shape reads the KV/mamba dtypes only through its arguments, and PP only
 # through the in-flight tokens (applied per call).
 _NOT_READ_LAYOUT = _SEARCHED | {"cpu_offload_gb", "enforce_eager", "enable_lora", "max_loras",
                                 "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
-                                "pipeline_parallel_size"}
+                                "pipeline_parallel_size", "language_model_only",
+                                "skip_mm_profiling"}
 
 # NOTE: the planner's per-stage terms read the effective batched tokens and sequences
 # (passed in the key), never the flags a search varies.

@@ -36,8 +36,12 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
         fixed = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
     fixed, kv_name, ctx = fixed
     tp, ep_div, dtype_b, copies, eager, fixed_sizes = ctx
-    num_reqs, encoder = act.mm_profile(spec, tokens, seqs, rules.v0_mm_profile_seqs,
+    # NOTE: --language-model-only loads no encoder; --skip-mm-profiling leaves it out of the
+    # profile run (vLLM logs "Skipping memory profiling for multimodal encoder").
+    num_reqs, encoder = act.mm_profile(spec, tokens, seqs,
+                                       rules.v0_mm_profile_seqs and not s.language_model_only,
                                        rules.v0_mm_dropped_when_long)
+    encoder = encoder and not (s.language_model_only or s.skip_mm_profiling)
     inflight = kvm.inflight_tokens(rules, s, tokens)
     pp = s.pipeline_parallel_size
     out = []

@@ -149,7 +149,7 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     if pp_rank == 0:
         total_b += spec.embed_params * shard * emb_b + spec.extra_params * dtype_b
         params += int(spec.embed_params * shard) + spec.extra_params
-        if spec.vision:
+        if spec.vision and not settings.language_model_only:
             total_b += spec.vision.num_params / tp * dtype_b
             params += spec.vision.num_params // tp
     if pp_rank == pp - 1:

@@ -66,6 +66,8 @@ FLAGS: dict[str, Flag] = {
     "--enable-prefix-caching": Flag("enable_prefix_caching", TRIBOOL),
     "--enable-expert-parallel": Flag("enable_expert_parallel", BOOL),
     "--disable-custom-all-reduce": Flag("disable_custom_all_reduce", BOOL),
+    "--language-model-only": Flag("language_model_only", BOOL),
+    "--skip-mm-profiling": Flag("skip_mm_profiling", BOOL),
     "--enable-lora": Flag("enable_lora", BOOL),
     "--max-loras": Flag("max_loras", POS_INT, 1),
     "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
@@ -189,7 +191,7 @@ UNMODELED_VALUE = frozenset("""
 CONFIG_OVERRIDE_FLAGS = {"--hf-overrides": None, "--rope-scaling": "rope_scaling",
                          "--rope-theta": "rope_theta"}
 UNMODELED_BOOL = frozenset("""
---skip-mm-profiling --mm-encoder-only --language-model-only --fully-sharded-loras
+--mm-encoder-only --fully-sharded-loras
 --enable-cumem-allocator --specialize-active-lora
 """.split())
 # Environment variables of a pasted line that change vLLM's startup memory but that the plan
