@@ -135,7 +135,8 @@ class PlanReport:
 
     def _mm_profile_note(self) -> str | None:
         """How v0 profiles a multimodal model (fewer dummy sequences; text only 0.7.0-0.8.2)."""
-        mm = act.vision_max_tokens(self.spec) if self.rules.v0_mm_profile_seqs else 0
+        mm = (act.vision_max_tokens(self.spec)
+              if self.rules.v0_mm_profile_seqs and not self.s.language_model_only else 0)
         if not mm:
             return None
         tokens, seqs = self.eff.values["max_num_batched_tokens"], self.eff.values["max_num_seqs"]
