@@ -14,6 +14,12 @@ Summary: median and p90 |ΔKV| (GiB) over started cases with a reported `kv_cach
 outcome accuracy over all cases, the same for the naive baseline
 (KV = total × utilization − parameters × dtype bytes / GPUs; starts when one request fits).
 No per-case constants: nothing here looks at a case id or a reported answer before predicting.
+
+Also, separately: the KV layout at the reported pool. Where a started case logged both its KV
+memory and its block count or KV tokens (and runs without pipeline parallelism), the case is
+planned again with the activation term moved so that the pool equals the logged one; the
+blocks / tokens vLLM would then print are compared with the logged ones. This checks the
+page size, block size and token formulas on their own, apart from the memory terms.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from vramguard.core.gpu import GpuSpec  # noqa: E402
-from vramguard.core.planner import NEWEST_VERSION, plan  # noqa: E402
+from vramguard.core.planner import NEWEST_VERSION, PlanHooks, plan  # noqa: E402
 from vramguard.core.settings import Settings  # noqa: E402
 from vramguard.errors import VramguardError  # noqa: E402
 
@@ -240,11 +246,54 @@ def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str) ->
                             ("weights", "activation", "non_torch", "cuda_graph")}
         nk, nok = naive(spec, s, gpu, p.settings.get("max_model_len"))
         row["naive_kv_gib"], row["naive_ok"] = round(nk, 3), nok
+        if p.kv is not None:
+            row["predicted_blocks"], row["predicted_tokens"] = p.kv.num_blocks, p.kv.tokens
+        row["layout"] = layout_check(case, spec, s, gpu, p, free)
     except VramguardError as exc:      # vLLM's own validation (a real startup would fail too)
         row["predicted_ok"] = False
         row["failure"] = "usage_error"
         row["error"] = str(exc)[:160]
     return row
+
+
+def layout_check(case: dict, spec, s: Settings, gpu: GpuSpec, p, free: int | None) -> dict | None:
+    """Blocks / tokens at the reported KV pool, next to the logged ones (started cases with
+    PP = 1: every rank then has the same layout and a pinned term shifts them all)."""
+    rep = case.get("reported") or {}
+    kv_gib = rep.get("kv_cache_gib")
+    logged = {"num_blocks": rep.get("num_gpu_blocks"), "tokens": rep.get("kv_cache_tokens")}
+    if (case["outcome"] != "started" or kv_gib is None or p.kv is None
+            or s.pipeline_parallel_size != 1 or not any(logged.values())):
+        return None
+    t = p.tightest
+    # NOTE: a larger predicted pool is moved into the activation term, a smaller one out of
+    # the weights (neither move can trip a load or profile check the case passed).
+    shift = t.kv_cache.value_bytes - int(kv_gib * GIB)
+    hooks = (PlanHooks(activation_bytes=t.activation.value_bytes + shift) if shift >= 0
+             else PlanHooks(weights_bytes=t.weights.value_bytes + shift))
+    q = plan(spec, s, gpu, vllm_version=case.get("vllm_version_pinned") or NEWEST_VERSION,
+             engine=case.get("engine"), free_bytes=free, hooks=hooks,
+             env=env_from_text(case.get("other_flags") or ""), detail=False)
+    if q.kv is None:
+        return None
+    out = {}
+    for key, value in logged.items():
+        if value:
+            got = getattr(q.kv, key)
+            out[key] = {"logged": value, "predicted": got,
+                        "rel_error": round((got - value) / value, 4)}
+    return out
+
+
+def _layout_errors(rows: list[dict]) -> list[float]:
+    """|relative error| per case: tokens where logged (what vLLM prints in v1), else blocks."""
+    out = []
+    for r in rows:
+        lay = r.get("layout")
+        if lay:
+            pick = lay.get("tokens") or lay.get("num_blocks")
+            out.append(abs(pick["rel_error"]))
+    return sorted(out)
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -273,7 +322,16 @@ def summarize(rows: list[dict]) -> dict:
             "naive_median_abs_dkv_gib": med_n, "naive_p90_abs_dkv_gib": pct(dn, 0.9),
             "naive_outcome_accuracy": round(right_naive / len(rows), 3) if rows else None,
             "median_improvement_x": round(med_n / med, 1) if med and med_n else None,
-            "unpredicted": sum(1 for r in rows if r["predicted_ok"] is None)}
+            "unpredicted": sum(1 for r in rows if r["predicted_ok"] is None),
+            **_layout_summary(rows)}
+
+
+def _layout_summary(rows: list[dict]) -> dict:
+    errs = _layout_errors(rows)
+    return {"layout_cases": len(errs),
+            "layout_median_abs_rel_error": round(statistics.median(errs), 4) if errs else None,
+            "layout_max_abs_rel_error": round(errs[-1], 4) if errs else None,
+            "layout_cases_over_2pct": sum(1 for e in errs if e > 0.02)}
 
 
 def _table(rows: list[dict]) -> str:
@@ -329,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'outcome accuracy':24}{s['outcome_accuracy']!s:>12}"
           f"{s['naive_outcome_accuracy']!s:>12}")
     print(f"median improvement over naive: {s['median_improvement_x']}x")
+    if s["layout_cases"]:
+        print(f"KV layout at the logged pool ({s['layout_cases']} started cases with blocks or "
+              f"tokens logged, PP=1): median |error| {s['layout_median_abs_rel_error']:.2%}, "
+              f"max {s['layout_max_abs_rel_error']:.2%}, {s['layout_cases_over_2pct']} over 2%")
     return 0
 
 

@@ -60,3 +60,18 @@ def test_env_assignments_are_read(bench):
     env = bench.env_from_text("--gpu-memory-utilization 0.12 with "
                               "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, NCCL_P2P_DISABLE=1")
     assert env == {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}
+
+
+def test_layout_at_the_logged_pool(bench, rows):
+    # the predicted pool is larger than the logged one here (moved into the activation) ...
+    row = next(r for r in rows if r["id"] == "llmdp-v0190-h100-llama31-8b-tp1")
+    assert abs(row["layout"]["tokens"]["rel_error"]) < 0.001
+    # ... and smaller here (moved out of the weights): both land on the logged pool
+    row = next(r for r in rows if r["id"] == "dennislee-qwen2-7b-2xa100-40g-tp2-u05")
+    assert row["predicted_kv_gib"] < row["reported_kv_gib"] - 0.5
+    assert abs(row["layout"]["num_blocks"]["rel_error"]) < 0.001
+    s = bench.summarize(rows)
+    assert s["layout_cases"] >= 30 and s["layout_median_abs_rel_error"] < 0.01
+    # failed startups and pipeline-parallel runs are left out of this check
+    assert all(r.get("layout") is None for r in rows
+               if r["outcome"] != "started" or "-pp" in r["id"])
