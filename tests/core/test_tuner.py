@@ -281,3 +281,21 @@ def test_gpu_target_from_a_live_state():
     st = GpuState(index=0, spec=h100, free_bytes=50 * GIB, free_min_bytes=45 * GIB)
     assert GpuTarget.from_state(st) == GpuTarget(h100, 45 * GIB)
     assert GpuTarget.from_state(GpuState(0, h100, 60 * GIB)).free_bytes == 60 * GIB
+
+
+@pytest.mark.parametrize("model,gpu,version", [
+    # vLLM's default 256 sequences x 248k vocabulary: the sampler warm-up does not fit the
+    # headroom at the utilization the tuner picks
+    ("Qwen/Qwen3.5-4B", "L4", None),
+    # default 1024 sequences > the hybrid model's blocks: vLLM refuses to capture graphs
+    ("Qwen/Qwen3.8-27B-FP8", "RTX-PRO-6000", "0.27.0"),
+])
+def test_failures_after_the_kv_allocation_are_cured_by_fewer_sequences(model, gpu, version):
+    req = request(model, gpu, workload=Workload(1000, 2000, 4000), vllm_version=version)
+    res = tune(req)
+    assert res.recommended is not None, res.reason
+    p = res.recommended.plan
+    assert p.outcome.ok and not p.outcome.risks
+    default = replan(spec(model), Settings(max_model_len=4096), gpus(gpu)[0].spec,
+                     vllm_version=version).settings["max_num_seqs"]
+    assert p.settings["max_num_seqs"] < default

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from . import failures as F
 from ._frozen import maker
 from .errors import UsageError
 from .provenance import GIB
@@ -110,7 +111,7 @@ def _fit_seqs(ctx: _Ctx, opt: Option) -> Option:
     req = ctx.req
     if _pinned(req.base, "max_num_seqs"):
         return with_fields(opt, limit=LIMIT_PINNED)
-    if not opt.plan.outcome.ok:
+    if not opt.plan.outcome.ok and opt.plan.outcome.failure not in _SEQS_FIX:
         return opt
     default = ctx.default_seqs(opt.settings, opt.gpu) or opt.max_num_seqs or 1
     if req.concurrency:
@@ -147,6 +148,11 @@ def _fit_seqs(ctx: _Ctx, opt: Option) -> Option:
             if more is not None and more.starts and more.meets_target:
                 cand = more
     return cand if cand is not None else opt
+
+
+# NOTE: failures after the KV allocation that fewer sequences cure (vLLM's own advice: "lower
+# max_num_seqs"): the pool is sized, so the supported concurrency is known.
+_SEQS_FIX = (F.SAMPLER_WARMUP_OOM, F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS, F.CUDA_GRAPH_OOM)
 
 
 def _risky(opt: Option) -> bool:
