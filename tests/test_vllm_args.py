@@ -92,6 +92,9 @@ def test_tristate_and_old_boolean_forms():
     assert s("--enable-chunked-prefill", "False").enable_chunked_prefill is False  # StoreBoolean
     assert s("--enable-chunked-prefill=true").enable_chunked_prefill is True
     assert s("--no-enforce-eager").enforce_eager is False
+    assert s().async_scheduling is None
+    assert s("--async-scheduling").async_scheduling is True
+    assert s("--no-async-scheduling").async_scheduling is False
 
 
 def test_later_flag_wins():

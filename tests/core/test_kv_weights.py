@@ -324,3 +324,96 @@ def test_mtp_drafter_weights_on_the_last_stage():
     mtp = plan(spec, Settings(max_model_len=8192, num_speculative_tokens=3),
                GpuSpec(name="H100", total_bytes=80 * GIB), vllm_version="0.30.0")
     assert mtp.tightest.weights.value_bytes - base.tightest.weights.value_bytes == 400_000_000
+
+
+# ---- layout rules read from vLLM's releases (this round) --------------------------------
+def test_mamba_align_mode_holds_one_more_block_per_group():
+    """mamba_cache_mode 'align' (prefix caching on a hybrid model, 0.28+): 2 + k pages per
+    Mamba group per request (MambaSpec.max_memory_usage_bytes); 12 full + 36 GDN -> 1 full
+    group + 3 GDN groups of 12."""
+    rules = resolve_rules("0.33.0")
+    spec = qwen3_next_kv_only()
+    for k, per_group in ((0, 2), (2, 4)):
+        lay = kv.build_layout(spec, Settings(num_speculative_tokens=k), rules, (0, 48),
+                              kv_bytes=2, mamba_bytes=2, block_size=16, engine="v1",
+                              max_num_batched_tokens=8192, mamba_align=True)
+        L = 544 * 10
+        assert lay.blocks_per_request(L) == 10 + 3 * per_group
+
+
+def test_hybrid_prefix_caching_default_by_version():
+    """Qwen3-Next-like hybrid at 544 tokens per block: 0.27 keeps 1 block per GDN group,
+    0.28 (prefix caching on by default) 2, and 1 again with prefix caching off."""
+    from dataclasses import replace
+    from core_specs import qwen3_next_kv_only as q
+    spec = replace(q(), hidden_size=2048, num_attention_heads=16, num_kv_heads=2, head_dim=256,
+                   vocab_size=151936, embed_params=151936 * 2048, lm_head_params=151936 * 2048,
+                   torch_dtype="bfloat16", max_len_keys={"max_position_embeddings": 65536})
+    gpu = GpuSpec("H100", 80 * GIB)
+    per = {}
+    for version, pc in (("0.27.0", None), ("0.28.0", None), ("0.28.0", False)):
+        p = plan(spec, Settings(max_model_len=5440, enable_prefix_caching=pc), gpu,
+                 vllm_version=version)
+        per[(version, pc)] = p.kv.blocks_per_request
+    assert per == {("0.27.0", None): 10 + 3, ("0.28.0", None): 10 + 6, ("0.28.0", False): 13}
+
+
+def test_unified_pages_enlarge_the_smaller_layers_block_size():
+    """Gemma-4-style: full layers 2 x 512 x 2 B = 2048 B/token, sliding layers 1024 B/token:
+    the sliding layers' block holds 32 tokens (unify_kv_cache_spec_page_size); 0.30 with
+    async scheduling keeps 2 x 16384 in-flight tokens, capped at L:
+    full cdiv(32768, 16) + 4 sliding groups x (cdiv(min(511 + 32768, 32768), 32) + 1)."""
+    from vramguard.core.model import AttentionSpec, LayerParams, LayerSpec, ModelSpec
+    full = AttentionSpec(kind="full", num_kv_heads=1, head_dim=512)
+    sw = AttentionSpec(kind="sliding", num_kv_heads=1, head_dim=256, sliding_window_tokens=512)
+    layers = tuple(LayerSpec(full if (i + 1) % 5 == 0 else sw, LayerParams(attn_q=1, mlp=1))
+                   for i in range(15))
+    spec = ModelSpec(name="g4", architecture="Gemma4ForCausalLM", model_type="gemma4",
+                     num_layers=15, hidden_size=1536, num_attention_heads=8, num_kv_heads=1,
+                     head_dim=256, vocab_size=262144, torch_dtype="bfloat16", layers=layers,
+                     embed_params=1, lm_head_params=1,
+                     max_len_keys={"max_position_embeddings": 131072})
+    rules = resolve_rules("0.30.0")
+    s = Settings()
+
+    def lay(async_on):
+        return kv.build_layout(spec, s, rules, (0, 15), kv_bytes=2, mamba_bytes=2,
+                               block_size=16, engine="v1", max_num_batched_tokens=16384,
+                               async_scheduling=async_on)
+    on = lay(True)
+    assert on.page_size_bytes == 3 * 16 * 2048        # 3 layers per group, 32 KiB pages
+    assert sorted({g.block_size for g in on.groups if g.kind == "sliding"}) == [32]
+    assert on.blocks_per_request(32768) == 2048 + 4 * (32768 // 32 + 1)
+    # without async scheduling one batch is in flight: cdiv(511 + 16384, 32) + 1 = 529
+    assert lay(False).blocks_per_request(32768) == 2048 + 4 * 529
+
+
+def test_inflight_batches_under_model_runner_v2():
+    rules = resolve_rules("0.30.0")
+    pp2 = Settings(pipeline_parallel_size=2)
+    assert kv.inflight_tokens(rules, pp2, 8192, async_scheduling=True, v2_runner=True) == 3 * 8192
+    assert kv.inflight_tokens(rules, pp2, 8192, async_scheduling=True) == 2 * 8192
+    assert kv.inflight_tokens(rules, Settings(), 8192, async_scheduling=True,
+                              v2_runner=True) == 2 * 8192
+
+
+def test_v0_072_073_pad_mla_entries_to_256_bytes_on_cuda():
+    """DeepSeek-R1 TP8 on 0.7.3 (v0): 576 -> 640 elements; 61 x 640 x 2 B x 16 = 1,249,280 B
+    per block (18,418 blocks = 21.43 GiB logged); 0.7.1 and 0.8.0 unpadded; ROCm unpadded;
+    VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 unpadded."""
+    from core_specs import deepseek_v3_kv_only
+    from dataclasses import replace
+    spec = replace(deepseek_v3_kv_only(), embed_params=1000, lm_head_params=1000)
+    h200 = GpuSpec("H200", 140 * GIB)
+    mi = GpuSpec("MI300X", 192 * GIB, vendor="amd")
+    s = Settings(tensor_parallel_size=8, max_model_len=4096)
+    page = {}
+    for version, gpu, env in (("0.7.3", h200, None), ("0.7.2", h200, None), ("0.7.1", h200, None),
+                              ("0.8.0", h200, None), ("0.7.3", mi, None),
+                              ("0.7.3", h200, {"VLLM_CUDA_MEM_ALIGN_KV_CACHE": "0"})):
+        p = plan(spec, s, gpu, vllm_version=version, engine="v0", env=env)
+        page[(version, gpu.vendor, bool(env))] = p.kv.page_size_bytes
+    padded, plain = 61 * 640 * 2 * 16, 61 * 576 * 2 * 16
+    assert page == {("0.7.3", "nvidia", False): padded, ("0.7.2", "nvidia", False): padded,
+                    ("0.7.1", "nvidia", False): plain, ("0.8.0", "nvidia", False): plain,
+                    ("0.7.3", "amd", False): plain, ("0.7.3", "nvidia", True): plain}

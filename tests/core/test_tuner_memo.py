@@ -25,7 +25,8 @@ MODELS = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "googl
           "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct", "openai/gpt-oss-20b",
           "tiiuae/falcon-mamba-7b", "meta-llama/Llama-4-Scout-17B-16E-Instruct")
 GPUS = ("H100-80GB", "A100-40GB", "L4", "T4", "B200", "MI300X")
-VERSIONS = (None, "0.33.0", "0.22.0", "0.11.0", "0.10.1", "0.9.0", "0.8.5", "0.6.3")
+VERSIONS = (None, "0.33.0", "0.27.0", "0.22.0", "0.11.0", "0.10.1", "0.9.0", "0.8.5", "0.7.3",
+            "0.6.3")
 
 
 @lru_cache(maxsize=None)
@@ -71,6 +72,7 @@ def random_settings(rng: random.Random) -> Settings:
                          ("cpu_offload_gb", (0.0, 4.0)),
                          ("enable_expert_parallel", (True,)),
                          ("enable_prefix_caching", (True, False)),
+                         ("async_scheduling", (True, False)),
                          ("enable_chunked_prefill", (True, False)),
                          ("disable_sliding_window", (True,)),
                          ("disable_hybrid_kv_cache_manager", (True,)),
@@ -163,10 +165,11 @@ SWEEP = {
     "enable_lora": (True,), "max_loras": (4,), "max_lora_rank": (64,),
     "disable_custom_all_reduce": (True,), "entrypoint": ("llm",),
     "language_model_only": (True,), "skip_mm_profiling": (True,),
+    "enable_prefix_caching": (False, True), "async_scheduling": (False, True),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
                 "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b",
-                "Qwen/Qwen2.5-VL-7B-Instruct")
+                "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3.5-4B", "google/gemma-4-E2B-it")
 
 
 @pytest.mark.parametrize("model", SWEEP_MODELS)

@@ -46,13 +46,13 @@ _SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len
                        "num_gpu_blocks_override", "user_set", "model"})
 _NOT_READ_WEIGHTS = _SEARCHED | {"kv_cache_dtype", "block_size", "disable_sliding_window",
                                  "disable_hybrid_kv_cache_manager", "num_speculative_tokens",
-                                 "enforce_eager", "skip_mm_profiling"}
+                                 "enforce_eager", "skip_mm_profiling", "async_scheduling"}
 # NOTE: the layout's shape reads the KV/mamba dtypes only through its arguments, and PP only
 # through the in-flight tokens (applied per call).
 _NOT_READ_LAYOUT = _SEARCHED | {"cpu_offload_gb", "enforce_eager", "enable_lora", "max_loras",
                                 "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
                                 "pipeline_parallel_size", "language_model_only",
-                                "skip_mm_profiling"}
+                                "skip_mm_profiling", "async_scheduling"}
 
 # NOTE: the planner's per-stage terms read the effective batched tokens and sequences
 # (passed in the key), never the flags a search varies.
@@ -199,7 +199,8 @@ def _lookup_rules(table: dict, rules, key, compute):
 
 
 def build_layout(spec: ModelSpec, settings: Settings, rules, layer_range, *,
-                 max_num_batched_tokens: int, async_scheduling: bool = False, **kw):
+                 max_num_batched_tokens: int, async_scheduling: bool = False,
+                 v2_runner: bool = False, **kw):
     """`kv.build_layout`: its shape (`kv.layout_shape`) cached per model on the fields it
     reads and every other argument; the in-flight tokens set per call.
 
@@ -208,10 +209,10 @@ def build_layout(spec: ModelSpec, settings: Settings, rules, layer_range, *,
     if not _enabled:
         return _kv.build_layout(spec, settings, rules, layer_range,
                                 max_num_batched_tokens=max_num_batched_tokens,
-                                async_scheduling=async_scheduling, **kw)
+                                async_scheduling=async_scheduling, v2_runner=v2_runner, **kw)
     return _kv.with_inflight(layout_shape(spec, settings, rules, layer_range, **kw),
                              _kv.inflight_tokens(rules, settings, max_num_batched_tokens,
-                                                 async_scheduling))
+                                                 async_scheduling, v2_runner))
 
 
 def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):

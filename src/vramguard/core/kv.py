@@ -51,6 +51,9 @@ class KvGroup:
     padded_layers: int            # layers the page accounts for (padding included)
     window_tokens: int | None = None
     per_request_fixed: int | None = None     # mamba: blocks per request regardless of L
+    # tokens per block where it differs from the layout's: a layer kind with a smaller page
+    # per token holds more tokens in the unified page (unify_kv_cache_spec_page_size)
+    block_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ class KvLayout:
 def _group_blocks(g: KvGroup, L: int, b: int, inflight: int) -> int:
     if g.per_request_fixed is not None:
         return g.per_request_fixed
+    if g.block_size:
+        b = g.block_size
     if g.kind == SLIDING and g.window_tokens:
         return cdiv(min(g.window_tokens - 1 + inflight, L), b) + 1
     if g.kind == CHUNKED and g.window_tokens:
@@ -107,13 +112,16 @@ def default_block_size(spec: ModelSpec, settings: Settings, rules: VllmRules, *,
 
 
 def inflight_tokens(rules: VllmRules, settings: Settings, max_num_batched_tokens: int,
-                    async_scheduling: bool = False) -> int:
-    """I of the sliding-window / chunked-local caps (§4)."""
-    if rules.sliding_inflight == "batched":
-        return max_num_batched_tokens
+                    async_scheduling: bool = False, v2_runner: bool = False) -> int:
+    """I of the sliding-window / chunked-local caps (§4): from 0.26 `max_concurrent_batches`
+    x batched tokens, the batches being PP, 2 with async scheduling at PP = 1, PP + 1 with
+    async scheduling under Model Runner V2 (config/vllm.py)."""
     if rules.sliding_inflight == "batched_x_batches":
         pp = settings.pipeline_parallel_size
-        batches = 2 if (async_scheduling and pp == 1) else pp
+        if async_scheduling:
+            batches = pp + 1 if v2_runner else (2 if pp == 1 else pp)
+        else:
+            batches = pp
         return batches * max_num_batched_tokens
     return max_num_batched_tokens
 
@@ -166,13 +174,17 @@ def draft_attention(spec: ModelSpec, settings: Settings, layer_range: tuple[int,
 def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_range: tuple[int, int],
                  *, kv_bytes: int, mamba_bytes: int, block_size: int, engine: str,
                  max_num_batched_tokens: int, async_scheduling: bool = False,
-                 kernel_alignment: int = 16, kv_dtype_name: str = "auto") -> KvLayout:
-    """The KV layout of one worker holding `layer_range` at TP `settings.tensor_parallel_size`."""
+                 v2_runner: bool = False, kernel_alignment: int = 16,
+                 kv_dtype_name: str = "auto", mamba_align: bool = False,
+                 mla_align_elems: int = 0) -> KvLayout:
+    """The KV layout of one worker holding `layer_range` at TP `settings.tensor_parallel_size`
+    (`layout_shape` with the in-flight tokens of `inflight_tokens`)."""
     shape = layout_shape(spec, settings, rules, layer_range, kv_bytes=kv_bytes,
                          mamba_bytes=mamba_bytes, block_size=block_size, engine=engine,
-                         kernel_alignment=kernel_alignment, kv_dtype_name=kv_dtype_name)
+                         kernel_alignment=kernel_alignment, kv_dtype_name=kv_dtype_name,
+                         mamba_align=mamba_align, mla_align_elems=mla_align_elems)
     return with_inflight(shape, inflight_tokens(rules, settings, max_num_batched_tokens,
-                                                async_scheduling))
+                                                async_scheduling, v2_runner))
 
 
 def with_inflight(shape: KvLayout, inflight: int) -> KvLayout:
@@ -199,11 +211,15 @@ def attention_runs(spec: ModelSpec,
 def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                  layer_range: tuple[int, int], *, kv_bytes: int, mamba_bytes: int,
                  block_size: int, engine: str, kernel_alignment: int = 16,
-                 kv_dtype_name: str = "auto", runs=None) -> KvLayout:
+                 kv_dtype_name: str = "auto", runs=None, mamba_align: bool = False,
+                 mla_align_elems: int = 0) -> KvLayout:
     """`build_layout` without the in-flight tokens (I = 0; `with_inflight` sets it): the
     block size, groups and pages depend on neither the batched tokens nor PP's batches.
 
-    `runs`: `attention_runs(spec, layer_range)` when the caller has it."""
+    `runs`: `attention_runs(spec, layer_range)` when the caller has it. `mamba_align`:
+    mamba_cache_mode "align" (prefix caching on a hybrid model): a request holds one more
+    block per Mamba group. `mla_align_elems`: MLA entries rounded up to a multiple of this
+    many elements (v0 0.7.2-0.7.3 on CUDA)."""
     tp = settings.tensor_parallel_size
     if runs is None:
         runs = attention_runs(spec, layer_range)
@@ -211,6 +227,7 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     if draft:
         runs = runs + ((draft[0], len(draft)),)
     kinds: dict[tuple[str, int | None], int] = {}
+    kind_bpt: dict[tuple[str, int | None], int] = {}     # per-layer bytes/token per kind
     attn_bpt = 0
     per_layer_bpt = 0
     mamba_page = 0
@@ -230,6 +247,8 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         bpt = a.kv_bytes_per_token(tp, kv_bytes)
         if a.kind == MLA and kv_dtype_name in MLA_PACKED_BYTES:
             bpt = MLA_PACKED_BYTES[kv_dtype_name]
+        elif kind == MLA and mla_align_elems:
+            bpt = cdiv(bpt // kv_bytes, mla_align_elems) * mla_align_elems * kv_bytes
         if a.kind == MLA and kind == FULL:
             # NOTE: before MLA support (v0 < 0.7.1) DeepSeek-V2 used full heads padded to 256.
             heads = max(1, spec.num_attention_heads // tp)
@@ -240,6 +259,7 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
             a.chunk_size_tokens if kind == CHUNKED else None)
         key = (kind, window)
         kinds[key] = kinds.get(key, 0) + n
+        kind_bpt[key] = max(kind_bpt.get(key, 0), bpt)
     inflight = 0          # NOTE: set by `with_inflight`
     b = block_size
     enlarged, pad_pct = False, 0.0
@@ -273,13 +293,15 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     group_size = hi if hi < lo * 1.25 else lo
     groups: list[KvGroup] = []
     padding = 0
+    mamba_blocks = 1 + spec_blocks + (1 if mamba_align and n_attn else 0)
     for (kind, window), n in kinds.items():
         num = cdiv(n, group_size)
         padding += num * group_size - n
+        fixed = mamba_blocks if kind == MAMBA else None
+        gb = _unified_block_size(b, per_layer_bpt, kind_bpt.get((kind, window), 0))
         for i in range(num):
             real = min(group_size, n - i * group_size)
-            fixed = (1 + spec_blocks) if kind == MAMBA else None
-            groups.append(KvGroup(kind, real, group_size, window, fixed))
+            groups.append(KvGroup(kind, real, group_size, window, fixed, gb))
     unit_page = max(b * per_layer_bpt, mamba_page)
     page = unit_page * group_size
     return KvLayout(block_size=b, page_size_bytes=page, bytes_per_token=attn_bpt,
@@ -287,6 +309,14 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                     mamba_page_bytes=mamba_page, mamba_padding_pct=pad_pct,
                     block_size_enlarged=enlarged, padding_layers=padding,
                     inflight_tokens=inflight, attention_free=n_attn == 0 and not has_mamba)
+
+
+def _unified_block_size(b: int, page_bpt: int, bpt: int) -> int | None:
+    """Tokens per block of a layer kind whose page per token is smaller than the largest:
+    vLLM enlarges its block size so its page equals the others' (None: unchanged)."""
+    if not bpt or bpt >= page_bpt or (b * page_bpt) % bpt:
+        return None
+    return b * page_bpt // bpt
 
 
 # ---- capacity --------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from . import messages as msg
 from ._frozen import maker, replacer
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
-from .stage_terms import custom_all_reduce_in_n, sampler_copies
+from .model import CHUNKED, MAMBA, SLIDING
+from .stage_terms import async_scheduling, custom_all_reduce_in_n, sampler_copies
 
 __all__ = ["PlanReport"]
 
@@ -193,13 +194,47 @@ class PlanReport:
             out.append("Online FP8 materializes each layer in 16-bit while loading (up to 0.18): "
                        f"~{g(self._load_transient())} more at the load peak.")
         if cap is not None:
+            wider = sorted({g.block_size for g in st.layout.groups if g.block_size})
             out.append(f"KV: {cap.bytes_per_token} B/token per rank, block size "
-                       f"{cap.block_size}, {cap.page_size_bytes} B per block, "
+                       f"{cap.block_size}"
+                       + (f" ({'/'.join(map(str, wider))} for the layers with a smaller page "
+                          "per token, pages unified)" if wider else "")
+                       + f", {cap.page_size_bytes} B per block, "
                        f"{cap.blocks_per_request} blocks per request of {cap.max_model_len}.")
+            out += self._layout_notes(st.layout)
         out += self._draft_assumptions()
         out += self.assumptions
         out += list(self.spec.notes)
         return tuple(out)
+
+    def _layout_notes(self, layout) -> list[str]:
+        """Why a request holds the blocks it does, where a version rule decides it."""
+        kinds = {g.kind for g in layout.groups}
+        rules, s, out = self.rules, self.s, []
+        if MAMBA in kinds and len(kinds) > 1 and rules.hybrid_prefix_caching_default:
+            if s.enable_prefix_caching is False:
+                out.append("Prefix caching off: 1 block per Mamba group per request "
+                           "(mamba_cache_mode 'none').")
+            else:
+                out.append("Prefix caching on (vLLM's default for hybrid models from 0.28): "
+                           "mamba_cache_mode 'align' keeps 2 blocks per Mamba group per request "
+                           "(+1 per speculative token); --no-enable-prefix-caching keeps 1.")
+        elif MAMBA in kinds and len(kinds) > 1 and s.enable_prefix_caching:
+            out.append("Not modeled: --enable-prefix-caching with a hybrid model before 0.28 "
+                       "(vLLM picks mamba_cache_mode 'all' or 'align' by model, so a request "
+                       "may hold more Mamba blocks than counted here).")
+        windowed = any(g.window_tokens for g in layout.groups if g.kind in (SLIDING, CHUNKED))
+        if windowed and rules.sliding_inflight == "batched_x_batches":
+            tokens = self.eff.values["max_num_batched_tokens"]
+            on = async_scheduling(self.spec, s, rules)
+            out.append(f"Sliding-window/chunked layers keep room for {layout.inflight_tokens} "
+                       f"in-flight tokens ({layout.inflight_tokens // max(1, tokens)} batches "
+                       f"of {tokens}; async scheduling {'on' if on else 'off'}).")
+        if rules.v0_mla_align_bytes and self.spec.uses_mla and self.gpu.vendor == "nvidia" \
+                and self.device == "cuda":
+            out.append("MLA cache entries are padded to 256 bytes in this version "
+                       "(VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 turns it off).")
+        return out
 
     def _sampler_note(self) -> str:
         copies = sampler_copies(self.spec, self.s, self.rules)

@@ -41,8 +41,11 @@ class VllmRules:
     profile_assert_ge: bool = False          # 0.18+: F_s >= free_after_profile
     online_fp8_bf16_load_peak: bool = True   # ≤0.18: online FP8 loads each tensor in 16-bit
     # fp32 logit copies (reqs × vocab) the profile run's dummy sampler holds at its peak:
-    # v0 samples with top_k = vocab − 1 (sort path); v1 ~2 copies, ~8 in 0.11-0.13 (fitted,
-    # docs/accuracy.md)
+    # v0 samples with top_k = vocab − 1 (sort path); v1 ~2 copies, ~8 in 0.11-0.16 (fitted,
+    # docs/accuracy.md; the same counts read from the code: the sort path's values, int64
+    # indices and reverse indices plus the radix sort's buffers are 8 copies beyond the
+    # logits; from 0.17 an in-place Triton top-k/top-p with a (SMs × vocab) buffer, 2 + SMs /
+    # requests)
     profile_sampler_copies: float = 7.5
     default_util: float = 0.90
     # ---- scheduler defaults (§9) ----
@@ -55,10 +58,21 @@ class VllmRules:
     # block size the default MLA backend forces before Blackwell (FlashMLA 64 in v1 until
     # 0.10; 16 observed with the 0.19 default on H100 and in v0); Blackwell CUTLASS-MLA: 128
     mla_block_size: int = 16
+    # v0 0.7.2-0.7.3 on CUDA (worker/cache_engine.py, VLLM_CUDA_MEM_ALIGN_KV_CACHE, default on):
+    # each MLA cache entry is rounded up to this many bytes of the model dtype (576 -> 640
+    # elements in bf16), in the block size and in the allocation; 0 = not padded
+    v0_mla_align_bytes: int = 0
     hybrid_page_unification: bool = False    # v1 0.10+: mamba page unification (§4.2)
     hybrid_kv_manager: bool = False          # v1: SW/chunked layers grouped, window-capped
     # "none" | "batched" (0.8.3-0.25) | "batched_x_batches" (0.26+)
     sliding_inflight: str = "none"
+    # 0.14+: async scheduling on unless the user or the model rules it out (pooling models);
+    # with it two batches are in flight at PP = 1 (config/vllm.py max_concurrent_batches)
+    async_scheduling_default: bool = False
+    # 0.28+: prefix caching on by default for hybrid models, which sets mamba_cache_mode
+    # "align": a request holds 2 + k blocks per Mamba group instead of 1 + k
+    # (engine/arg_utils.py, models/config.py, MambaSpec.max_memory_usage_bytes)
+    hybrid_prefix_caching_default: bool = False
     null_block_in_check: bool = False        # 0.29+: avail = K - P
     override_before_check: bool = False      # 0.22+: num_gpu_blocks_override applied first
     tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.22+)
@@ -146,9 +160,12 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.0", "v0", {"v0_mm_dropped_when_long": True},
      "profiling.py: mm dummy data dropped when longer than the profiling sequence"),
     ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
+    ("0.7.2", "v0", {"v0_mla_align_bytes": 256},
+     "MLA cache entries padded to 256 bytes on CUDA (worker/cache_engine.py align_to_256bytes)"),
     ("0.7.3", "both", {"usage_metric": "vllm:gpu_cache_usage_perc"}, "v1 metrics (§12)"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
-    ("0.8.0", "v0", {"v0_chunked_prefill_auto": False}, "auto chunked prefill ends (§9: 0.5.5-0.7.3)"),
+    ("0.8.0", "v0", {"v0_chunked_prefill_auto": False, "v0_mla_align_bytes": 0},
+     "auto chunked prefill ends (§9: 0.5.5-0.7.3); MLA entry padding removed"),
     ("0.8.0", "both", {"default_engine": "v1", "v1_falls_back_below_cc80": True,
                        "log_weights": "model_gb"}, "v1 default from 0.8.0 (§1a)"),
     ("0.8.0", "v1", {"log_capacity": "two_lines", "tokens_formula": "blocks_x_b",
@@ -185,11 +202,15 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
-    ("0.14.0", "v1", {"profile_sampler_copies": 2.1, "request_ceil": True,
+    ("0.14.0", "v1", {"request_ceil": True,
                       "msg_free_memory": "device", "msg_fit": "v1_014",
                       "group_aware_check": True, "auto_fit": True, "msg_autofit": True,
                       "log_weights": "model_s", "log_available": "avail_s",
                       "gib_two_decimals": False}, "ceil(u*T); messages via round() (§1a, §10)"),
+    ("0.14.0", "v1", {"async_scheduling_default": True},
+     "async scheduling on by default when compatible (config/vllm.py)"),
+    ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
+     "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
     ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
@@ -202,6 +223,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
     ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
+    ("0.28.0", "v1", {"hybrid_prefix_caching_default": True},
+     "prefix caching on for hybrid models: mamba_cache_mode 'align' (arg_utils.py)"),
     ("0.29.0", "v1", {"null_block_in_check": True, "model_runner_v2": "all"},
      "avail = K - P (§6); Model Runner V2 for every model (PR 53183)"),
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
@@ -301,6 +324,7 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None) ->
 
 ENV_GRAPH_ESTIMATE = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 ENV_MODEL_RUNNER_V2 = "VLLM_USE_V2_MODEL_RUNNER"
+ENV_ALIGN_KV_CACHE = "VLLM_CUDA_MEM_ALIGN_KV_CACHE"
 
 
 def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
@@ -309,11 +333,15 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` (§1a; 0.18+ where the estimate exists): `1`
     subtracts the CUDA-graph estimate from the budget, `0` only logs it (the default is 0 in
     0.18-0.19 and 1 from 0.20). `VLLM_USE_V2_MODEL_RUNNER` (rows where Model Runner V2 is a
-    default, 0.25+): `1` for every model, `0` for none. Older rows and other variables are
+    default, 0.25+): `1` for every model, `0` for none. `VLLM_CUDA_MEM_ALIGN_KV_CACHE=0`
+    (v0 0.7.2-0.7.3): MLA cache entries not padded. Older rows and other variables are
     unchanged.
     """
     env = env or {}
     if rules.engine != "v1":
+        val = env.get(ENV_ALIGN_KV_CACHE)
+        if val is not None and rules.v0_mla_align_bytes and not _truthy(val):
+            rules = replace(rules, v0_mla_align_bytes=0)
         return rules
     val = env.get(ENV_GRAPH_ESTIMATE)
     if val is not None and rules.graph_budget != "headroom":

@@ -34,6 +34,7 @@ class Settings:
     enable_expert_parallel: bool = False
     disable_custom_all_reduce: bool = False
     enable_prefix_caching: bool | None = None
+    async_scheduling: bool | None = None      # None: the version's default (on from 0.14)
     enable_lora: bool = False
     max_loras: int | None = None
     max_lora_rank: int | None = None

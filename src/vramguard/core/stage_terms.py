@@ -35,14 +35,14 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     if fixed is None:
         fixed = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
     fixed, kv_name, ctx = fixed
-    tp, ep_div, dtype_b, copies, eager, fixed_sizes = ctx
+    tp, ep_div, dtype_b, copies, eager, fixed_sizes, async_sched, v2 = ctx
     # NOTE: --language-model-only loads no encoder; --skip-mm-profiling leaves it out of the
     # profile run (vLLM logs "Skipping memory profiling for multimodal encoder").
     num_reqs, encoder = act.mm_profile(spec, tokens, seqs,
                                        rules.v0_mm_profile_seqs and not s.language_model_only,
                                        rules.v0_mm_dropped_when_long)
     encoder = encoder and not (s.language_model_only or s.skip_mm_profiling)
-    inflight = kvm.inflight_tokens(rules, s, tokens)
+    inflight = kvm.inflight_tokens(rules, s, tokens, async_sched, v2)
     pp = s.pipeline_parallel_size
     out = []
     for r, rng, w_est, n_est, shape in fixed:
@@ -66,8 +66,9 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                 device: str) -> tuple[tuple, str, tuple]:
     """The stage terms that depend on neither the batched tokens nor the sequences: per
     stage (pp rank, layers, weights, non-torch, KV layout shape); the effective KV dtype
-    name; and what the activation and graph terms need (tp, MoE divisor, dtype bytes,
-    sampler copies, eager, a model's fixed capture sizes)."""
+    name; and what the activation, graph and in-flight terms need (tp, MoE divisor, dtype
+    bytes, sampler copies, eager, a model's fixed capture sizes, async scheduling, Model
+    Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
     splits = pp_layer_split(spec.num_layers, pp)
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
@@ -81,6 +82,11 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
                    and spec.architecture == "GptOssForCausalLM" else None)
+    # NOTE: prefix caching on a hybrid model turns on mamba_cache_mode "align" (0.28+ by
+    # default); v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the model dtype on CUDA.
+    mamba_align = rules.hybrid_prefix_caching_default and s.enable_prefix_caching is not False
+    mla_align = (rules.v0_mla_align_bytes // dtype_b if rules.v0_mla_align_bytes
+                 and gpu.vendor == "nvidia" and device == "cuda" else 0)
     out = []
     for r, rng in enumerate(splits):
         w = weights[r]
@@ -93,10 +99,12 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                                 act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
-                                   block_size=block, engine=rules.engine, kv_dtype_name=kv_name)
+                                   block_size=block, engine=rules.engine, kv_dtype_name=kv_name,
+                                   mamba_align=mamba_align, mla_align_elems=mla_align)
         out.append((r, rng, w_est, n_est, shape))
     ep_div = 1 if s.enable_expert_parallel else tp
-    return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, fixed_sizes)
+    return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, fixed_sizes,
+                                 async_scheduling(spec, s, rules), _model_runner_v2(spec, rules))
 
 
 def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
@@ -157,6 +165,16 @@ def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules) -> float:
     if s.num_speculative_tokens > 0 and not _model_runner_v2(spec, rules):
         copies = max(copies, rules.spec_sampler_copies)
     return copies
+
+
+def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
+    """Whether the engine schedules asynchronously: the flag, else the version's default
+    (0.14+; off for pooling models, config/vllm.py)."""
+    if rules.engine != "v1":
+        return False
+    if s.async_scheduling is not None:
+        return s.async_scheduling
+    return rules.async_scheduling_default and not spec.is_encoder_only
 
 
 def _model_runner_v2(spec: ModelSpec, rules: VllmRules) -> bool:

@@ -64,6 +64,7 @@ FLAGS: dict[str, Flag] = {
     "--swap-space": Flag("swap_space", FLOAT_NONNEG, 0),
     "--enable-chunked-prefill": Flag("enable_chunked_prefill", TRIBOOL),
     "--enable-prefix-caching": Flag("enable_prefix_caching", TRIBOOL),
+    "--async-scheduling": Flag("async_scheduling", TRIBOOL),
     "--enable-expert-parallel": Flag("enable_expert_parallel", BOOL),
     "--disable-custom-all-reduce": Flag("disable_custom_all_reduce", BOOL),
     "--language-model-only": Flag("language_model_only", BOOL),
@@ -147,7 +148,7 @@ IGNORED_BOOL = frozenset("""
 --ray-workers-use-nsight
 --enable-multimodal-encoder-data-parallel --calculate-kv-scales --kv-sharing-fast-prefill
 --enable-mm-embeds --interleave-mm-strings --disable-mm-preprocessor-cache --enable-lora-bias
---disable-chunked-mm-input --async-scheduling --guided-decoding-disable-fallback
+--disable-chunked-mm-input --guided-decoding-disable-fallback
 --guided-decoding-disable-any-whitespace --guided-decoding-disable-additional-properties
 --use-v2-block-manager --disable-async-output-proc --multi-step-stream-outputs
 --speculative-disable-mqa-scorer --disable-logprobs-during-spec-decoding
@@ -196,6 +197,7 @@ UNMODELED_BOOL = frozenset("""
 """.split())
 # Environment variables of a pasted line that change vLLM's startup memory but that the plan
 # does not take into account (VLLM_USE_V1 selects the engine; the planner reads
-# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS and VLLM_USE_V2_MODEL_RUNNER through plan(env=...)).
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, VLLM_USE_V2_MODEL_RUNNER and
+# VLLM_CUDA_MEM_ALIGN_KV_CACHE through plan(env=...)).
 UNMODELED_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_PP_LAYER_PARTITION",
                  "VLLM_CPU_KVCACHE_SPACE")
