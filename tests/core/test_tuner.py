@@ -299,3 +299,27 @@ def test_failures_after_the_kv_allocation_are_cured_by_fewer_sequences(model, gp
     default = replan(spec(model), Settings(max_model_len=4096), gpus(gpu)[0].spec,
                      vllm_version=version).settings["max_num_seqs"]
     assert p.settings["max_num_seqs"] < default
+
+
+def test_graphs_outside_the_budget_lower_the_utilization_not_add_gpus():
+    """vLLM <= 0.17 captures CUDA graphs in the memory outside gpu_memory_utilization: at the
+    0.95 the search starts from, a 2B model's graphs do not fit a T4's 5%; the tuner lowers
+    the utilization (it used to propose 16 GPUs)."""
+    model = "ibm-granite/granite-3.1-2b-instruct"
+    res = tune(request(model, "T4", workload=Workload(1000, 2000, 4000), vllm_version="0.8.5"))
+    rec = res.recommended
+    assert rec is not None and not rec.needs_more_gpus
+    assert rec.plan.outcome.ok and not rec.plan.outcome.risks
+    assert rec.settings.gpu_memory_utilization < 0.95
+    _, p = replanned(rec, model, res.request)
+    assert p.outcome.ok and not p.outcome.risks
+
+
+def test_model_without_kv_cache_is_limited_by_max_num_seqs_only():
+    res = tune(request("BAAI/bge-m3", "L4", workload=Workload(1000, 2000, 4000)))
+    rec = res.recommended
+    assert rec is not None and rec.plan.kv is None and rec.plan.outcome.ok
+    assert rec.max_num_seqs == rec.plan.settings["max_num_seqs"] == 256
+    assert any("no KV cache" in n for n in rec.notes)
+    assert all(o.settings.kv_cache_dtype == "auto" for o in res.options)   # nothing to shrink
+    assert not any(o.fixed_pool for o in res.options)

@@ -29,6 +29,7 @@ MODELS = (
     "mistralai/Mixtral-8x7B-Instruct-v0.1", "microsoft/Phi-3-mini-4k-instruct",
     "Qwen/Qwen3-Next-80B-A3B-Instruct", "openai/gpt-oss-20b", "tiiuae/falcon-mamba-7b",
     "meta-llama/Llama-3.3-70B-Instruct", "ibm-granite/granite-3.3-2b-instruct",
+    "Qwen/Qwen3.5-4B", "BAAI/bge-m3",
 )
 GPUS = ("RTX-3090", "RTX-4090", "L4", "L40S", "A100-40GB", "A100-80GB", "H100-80GB", "H200",
         "T4", "MI300X")
@@ -91,7 +92,8 @@ def test_recommendation_replans_to_a_start_within_the_target(req):
                free_bytes=rec.gpu.free_bytes)
     assert p.outcome.ok and not p.outcome.risks, (command_for(rec, model), p.outcome)
     seqs = p.settings["max_num_seqs"]
-    assert seqs <= req.target_kv_usage * p.kv.max_concurrency + 1e-6
+    if p.kv is not None:        # NOTE: a model without a KV cache has no KV target
+        assert seqs <= req.target_kv_usage * p.kv.max_concurrency + 1e-6
     if req.concurrency:
         assert seqs >= req.concurrency
     if req.workload:
@@ -123,3 +125,29 @@ def test_every_option_that_starts_replans_the_same(model, gpu, conc):
         if p.kv and o.plan.kv:
             assert p.kv.num_blocks == o.plan.kv.num_blocks
         assert abs((p.tightest.kv_cache.value_bytes - o.plan.tightest.kv_cache.value_bytes)) < GIB
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.sampled_from(MODELS), st.sampled_from(GPUS), st.sampled_from(VERSIONS),
+       st.sampled_from((Workload(500, 1000, 2048), Workload(2000, 6000, 16000), None)))
+def test_when_vllm_defaults_start_the_tuner_recommends_on_the_gpu_given(model, gpu, version,
+                                                                          workload):
+    """If `vllm serve` with vLLM's defaults (and the workload's p99 as max_model_len) starts
+    on one card without a risk, the tuner must find a setting on that card (it once proposed
+    16 T4s for a 2B model, and "nothing fits" for a 4B model on an L4)."""
+    g = lookup_gpu(gpu)
+    length = workload.p99_tokens if workload else None
+    from vramguard.errors import UsageError
+    try:
+        p = replan(spec(model), Settings(max_model_len=length), g, vllm_version=version,
+                   detail=False)
+    except UsageError:
+        return
+    if not p.outcome.ok or p.outcome.risks:
+        return
+    res = tune(TuneRequest(spec=spec(model), base=Settings(), gpus=(GpuTarget(g),),
+                           workload=workload, vllm_version=version, curve=False,
+                           explain=False))
+    rec = res.recommended
+    assert rec is not None and not rec.needs_more_gpus, (model, gpu, version, res.reason)
+    assert rec.plan.outcome.ok and not rec.plan.outcome.risks

@@ -62,15 +62,60 @@ def _judge(ctx: _Ctx, s: Settings, gpu: GpuTarget, headroom: int, notes=(),
         p = ctx.plan(s, gpu)
         if p is None:
             return None
-    conc = p.kv.max_concurrency if p.kv else 0.0
-    supported = int(math.floor(req.target_kv_usage * conc + 1e-9))
+    if not _pinned(req.base, "gpu_memory_utilization") and s.kv_cache_memory_bytes is None:
+        s, p = _outside_budget(ctx, s, gpu, p)
     seqs = int(p.settings.get("max_num_seqs") or 0)
     want = req.concurrency or 1
+    if p.kv is None and p.outcome.ok:
+        # NOTE: no KV cache (an encoder-only pooling model): nothing but max_num_seqs limits
+        # the concurrency.
+        supported = max(seqs, want)
+    else:
+        conc = p.kv.max_concurrency if p.kv else 0.0
+        supported = int(math.floor(req.target_kv_usage * conc + 1e-9))
     meets = (p.outcome.ok and not p.outcome.risks and supported >= max(1, want)
              and seqs <= supported)
     return _option(settings=s, plan=p, gpu=gpu, supported_concurrency=supported,
                    meets_target=meets, headroom_bytes=headroom, gpus_given=len(req.gpus),
                    limit=limit, notes=tuple(notes))
+
+
+# NOTE: at most this many 1% steps down from the utilization the search picked.
+_UTIL_STEPS = 15
+
+
+def _outside_budget(ctx: _Ctx, s: Settings, gpu: GpuTarget, p):
+    """Memory vLLM uses outside `gpu_memory_utilization` x total (CUDA graphs up to 0.17;
+    the sampler warm-up when max_num_seqs cannot move): lower the utilization 1% at a time
+    until it fits; (s, p) unchanged when no step clears it."""
+    kinds = _outside_kinds(ctx.req)
+    if not _short(p, kinds):
+        return s, p
+    u = p.settings["gpu_memory_utilization"]
+    for _ in range(_UTIL_STEPS):
+        u = round(u - 0.01, 2)
+        if u <= 0:
+            break
+        s2 = _copy(s, gpu_memory_utilization=u)
+        p2 = ctx.plan(s2, gpu)
+        if p2 is None:
+            break
+        if not _short(p2, kinds):
+            return s2, p2
+    return s, p
+
+
+def _outside_kinds(req) -> tuple[str, ...]:
+    # NOTE: fewer sequences also shrink the sampler warm-up; `_fit_seqs` tries that first
+    # (it keeps more KV) unless the sequences are pinned or set by --concurrency.
+    if req.concurrency or _pinned(req.base, "max_num_seqs"):
+        return (F.CUDA_GRAPH_OOM, F.SAMPLER_WARMUP_OOM)
+    return (F.CUDA_GRAPH_OOM,)
+
+
+def _short(p, kinds: tuple[str, ...]) -> bool:
+    o = p.outcome
+    return o.failure in kinds or any(r.split(":", 1)[0] in kinds for r in o.risks)
 
 
 def _lower_tokens(ctx: _Ctx, opt: Option) -> Option:
@@ -131,9 +176,10 @@ def _fit_seqs(ctx: _Ctx, opt: Option) -> Option:
             s = _set(s, max_num_batched_tokens=n)
         cand = _judge(ctx, s, opt.gpu, opt.headroom_bytes, opt.notes, lim)
         if cand is not None and lim == LIMIT_VLLM:
+            why = ("the model has no KV cache" if cand.plan.kv is None and cand.starts
+                   else f"the KV target would allow {cand.supported_concurrency}")
             cand = with_fields(cand, notes=cand.notes + (
-                f"max_num_seqs {n} is vLLM's default limit, not memory (the KV target "
-                f"would allow {cand.supported_concurrency})",))
+                f"max_num_seqs {n} is vLLM's default limit, not memory ({why})",))
         return cand
 
     cand = attempt(seqs, limit)
@@ -198,7 +244,8 @@ def _fixed_pool(ctx: _Ctx, best: Option) -> Option | None:
     move when other processes come and go; utilization only sized for the free check."""
     req = ctx.req
     if (not ctx.rules.kv_cache_memory_flag or _pinned(req.base, "kv_cache_memory_bytes")
-            or _pinned(req.base, "gpu_memory_utilization") or best.fixed_pool):
+            or _pinned(req.base, "gpu_memory_utilization") or best.fixed_pool
+            or best.plan.kv is None):
         return None
     t = best.plan.tightest
     kv = t.kv_cache.value_bytes // KV_BYTES_ALIGN * KV_BYTES_ALIGN

@@ -131,6 +131,8 @@ def _gpus_for(req: TuneRequest, world: int) -> tuple[GpuTarget, float]:
 def _variants(req: TuneRequest) -> list[dict]:
     """Flag combinations to try besides TP: KV dtype and (as alternatives) fp8 weights."""
     kv = [req.base.kv_cache_dtype] if _pinned(req.base, "kv_cache_dtype") else ["auto", "fp8"]
+    if req.spec.is_encoder_only and not _pinned(req.base, "kv_cache_dtype"):
+        kv = ["auto"]       # NOTE: no KV cache to shrink
     quant = [req.base.quantization]
     if (req.allow_quantization and not _pinned(req.base, "quantization")
             and req.spec.quant is None and req.base.quantization is None):

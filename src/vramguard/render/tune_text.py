@@ -189,9 +189,14 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
     if rec is not None:
         ok = "✓" if unicode else "OK"
         kv = rec.plan.kv
-        out.append(f"Recommended {ok} starts · {rec.max_num_seqs} concurrent request(s) of "
-                   f"{rec.max_model_len} tokens within {int(req.target_kv_usage * 100)}% of "
-                   f"the KV pool ({_limit_text(rec)})")
+        if kv is None:
+            out.append(f"Recommended {ok} starts · {rec.max_num_seqs} concurrent request(s) of "
+                       f"{rec.max_model_len} tokens (no KV cache: only max_num_seqs limits "
+                       "the concurrency)")
+        else:
+            out.append(f"Recommended {ok} starts · {rec.max_num_seqs} concurrent request(s) of "
+                       f"{rec.max_model_len} tokens within {int(req.target_kv_usage * 100)}% "
+                       f"of the KV pool ({_limit_text(rec)})")
         if rec.needs_more_gpus:
             out.append(f"  needs {rec.gpus_needed} GPUs (you gave {len(req.gpus)})")
         out.append("")
