@@ -27,7 +27,7 @@ LATENCY_S = 0.15
 class _State:
     def __init__(self):
         self.lock = threading.Lock()
-        self.in_flight = self.peak = self.preemptions = self.requests = 0
+        self.in_flight = self.peak = self.preemptions = self.requests = self.tokens = 0
         self.bodies: list[dict] = []
         self.fail = False
 
@@ -43,6 +43,8 @@ def _metrics(state: _State) -> str:
         f'vllm:num_requests_waiting{{engine="0",model_name="fake"}} {max(0, state.in_flight - FIT)}\n'
         "# TYPE vllm:num_preemptions counter\n"
         f'vllm:num_preemptions_total{{engine="0",model_name="fake"}} {state.preemptions}\n'
+        "# TYPE vllm:generation_tokens counter\n"
+        f'vllm:generation_tokens_total{{engine="0",model_name="fake"}} {state.tokens}\n'
         "# TYPE vllm:cache_config_info gauge\n"
         f'vllm:cache_config_info{{block_size="16",engine="0",num_gpu_blocks="{FIT * 2 + 1}",'
         'kv_cache_max_concurrency="2.5"} 1.0\n')
@@ -82,6 +84,7 @@ def _handler(state: _State):
             time.sleep(LATENCY_S)
             with state.lock:
                 state.in_flight -= 1
+                state.tokens += body["max_tokens"]
             if state.fail:
                 self._send(500, '{"error": "boom"}')
                 return
@@ -220,3 +223,58 @@ def test_captured_real_run_is_consistent():
     assert doc["workload_fit_concurrency"] == 1 == doc["knee_concurrency"]
     assert doc["levels"][0]["preemptions"] == 0
     assert all(l["preemptions"] > 0 for l in doc["levels"][1:])
+
+
+class _LaggingState(_State):
+    """/metrics shows the state of `lag_s` ago (vLLM's API server on busy cores)."""
+
+    def __init__(self, lag_s: float):
+        super().__init__()
+        self.lag_s = lag_s
+        # (t, in_flight, preemptions, generated tokens)
+        self.history: list[tuple[float, int, int, int]] = [(0.0, 0, 0, 0)]
+
+    def snapshot(self) -> None:
+        self.history.append((time.monotonic(), self.in_flight, self.preemptions, self.tokens))
+
+
+def test_lagging_metrics_are_waited_for_before_a_level_is_closed():
+    state = _LaggingState(lag_s=1.0)
+    base = _handler(state)
+
+    class Handler(base):
+        def do_GET(self):
+            if self.path != "/metrics":
+                return super().do_GET()
+            with state.lock:
+                cutoff = time.monotonic() - state.lag_s
+                _, in_flight, preempt, tokens = [h for h in state.history if h[0] <= cutoff][-1]
+                shown = _State()
+                shown.in_flight, shown.preemptions, shown.tokens = in_flight, preempt, tokens
+                self._send(200, _metrics(shown), "text/plain")
+
+        def do_POST(self):
+            with state.lock:
+                state.snapshot()
+            try:
+                super().do_POST()
+            finally:
+                with state.lock:
+                    state.snapshot()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        # NOTE: snapshots are taken around each request; the first one (before the request
+        # counted itself) shows the previous state, the last one the final state.
+        result = run_stress(StressConfig(url=url, levels=(2, 4), prompt_tokens=40, max_tokens=8,
+                                         requests_per_level=8, duration_per_level_s=30))
+    finally:
+        server.shutdown()
+        server.server_close()
+    # each level's preemptions are counted in that level, though /metrics shows them 1 s late
+    assert result.levels[0].preemptions == 0
+    assert result.levels[1].preemptions == state.preemptions > 0
+    assert result.levels[1].kv_usage_peak == 1.0
+    assert result.knee == 2

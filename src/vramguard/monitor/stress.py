@@ -32,6 +32,11 @@ MAX_LEVELS = 32
 MAX_CONCURRENCY = 1024
 MAX_REQUESTS_PER_LEVEL = 100_000
 SAMPLE_INTERVAL_S = 0.1
+# NOTE: vLLM updates its gauges and counters as the API server processes engine outputs;
+# on busy cores that lags the responses by seconds. After a level, /metrics is read until it
+# shows an idle engine and an unchanged preemption counter twice (at most this long).
+SETTLE_MAX_S = 15.0
+SETTLE_INTERVAL_S = 0.25
 TOKEN_ID_RANGE = (16, 256)      # NOTE: ids every tokenizer has (byte-level vocabularies: bytes)
 
 
@@ -396,11 +401,45 @@ def _preemptions(root: str, attempts: int = 3) -> int | None:
     return None
 
 
+def _generated(root: str) -> int | None:
+    """vLLM's generation-token counter (None when not exported or /metrics failed)."""
+    from .metrics import scrape
+
+    scraped = scrape(root + "/metrics", timeout_s=5.0)
+    return scraped.to_dict().get("generation_tokens_total") if scraped.ok else None
+
+
+def _settle(root: str, peaks: _Peaks, tokens_target: int | None) -> int | None:
+    """The preemption counter once vLLM's metrics have caught up with the level: the
+    generation-token counter holds the level's tokens (when exported), the engine shows idle
+    and the preemption counter is unchanged between two reads. The reads feed the level's
+    peaks (gauges that arrive late)."""
+    from .metrics import scrape
+
+    deadline = time.monotonic() + SETTLE_MAX_S
+    last = None
+    while time.monotonic() < deadline:
+        scraped = scrape(root + "/metrics", timeout_s=5.0)
+        if scraped.ok:
+            peaks.add(scraped)
+            d = scraped.to_dict()
+            now = d.get("num_preemptions_total")
+            gen = d.get("generation_tokens_total")
+            caught_up = tokens_target is None or gen is None or gen >= tokens_target
+            idle = not d.get("num_requests_running") and not d.get("num_requests_waiting")
+            if caught_up and idle and last is not None and now == last:
+                return now
+            last = now if caught_up else None
+        time.sleep(SETTLE_INTERVAL_S)
+    return _preemptions(root)
+
+
 def run_level(root: str, model: str, config: StressConfig, concurrency: int,
               level_index: int = 0) -> LevelResult:
     """Run one level to completion (bounded by count and time) and summarize it."""
     total = config.requests_for(concurrency)
     before = _preemptions(root)
+    generated_before = _generated(root)
     start = time.monotonic()
     state = _Level(total, start + config.duration_per_level_s)
     peaks, stop = _Peaks(), threading.Event()
@@ -419,7 +458,10 @@ def run_level(root: str, model: str, config: StressConfig, concurrency: int,
     duration = time.monotonic() - start
     stop.set()
     sampler.join(timeout=5)
-    after = _preemptions(root)
+    with state.lock:
+        level_tokens = state.tokens
+    after = _settle(root, peaks, None if generated_before is None
+                    else generated_before + level_tokens)
     return _summarize(concurrency, state, peaks, duration,
                       None if before is None or after is None else max(0, after - before))
 
