@@ -417,3 +417,57 @@ def test_v0_072_073_pad_mla_entries_to_256_bytes_on_cuda():
     assert page == {("0.7.3", "nvidia", False): padded, ("0.7.2", "nvidia", False): padded,
                     ("0.7.1", "nvidia", False): plain, ("0.8.0", "nvidia", False): plain,
                     ("0.7.3", "amd", False): plain, ("0.7.3", "nvidia", True): plain}
+
+
+# ---- Mamba models on v0 (0.6-0.10.1; read in the released wheels) ------------------------
+def test_v0_mamba_slots_by_version():
+    from vramguard.core.stage_terms import v0_mamba_slots
+    r063, r070, r073 = (resolve_rules(v, "v0") for v in ("0.6.3", "0.7.0", "0.7.3"))
+    # rounded up to a CUDA-graph batch size: 1, 2, 4, then multiples of 8, at most 8192
+    assert [v0_mamba_slots(r073, n, False) for n in (1, 3, 5, 256, 257, 9000)] == \
+        [1, 4, 8, 256, 264, 8192]
+    assert v0_mamba_slots(r063, 5, True) == 8          # up to 0.6.4: rounded even when eager
+    assert v0_mamba_slots(r070, 256, True) == 8194     # 0.6.5-0.7.2: 8192 + 2 when eager
+    assert v0_mamba_slots(r073, 5, True) == 5          # 0.7.3+: max_num_seqs when eager
+
+
+def test_v0_hybrid_kv_cache_counts_only_attention_layers():
+    """12 full-attention layers (2 KV heads x 256) of Qwen3-Next's 48: v0 keeps the GDN state
+    outside the KV cache, so the page is 16 x 12 x 2 x 2 x 256 x 2 B."""
+    spec = qwen3_next_kv_only()
+    rules = resolve_rules("0.9.2", "v0")
+    lay = kv.build_layout(spec, Settings(), rules, (0, 48), kv_bytes=2, mamba_bytes=2,
+                          block_size=16, engine="v0", max_num_batched_tokens=8192)
+    assert [g.kind for g in lay.groups] == ["full"]
+    assert lay.bytes_per_token == 12 * 2 * 2 * 256 * 2
+    assert lay.page_size_bytes == 16 * lay.bytes_per_token
+
+
+def test_mamba_models_fall_back_to_v0_until_0_10_2():
+    """`vllm serve` (no VLLM_USE_V1) runs Mamba models on v0 in 0.8.0-0.10.1 and on v1 from
+    0.10.2; v0 allocates the state for the padded max_num_seqs in the profile run."""
+    from dataclasses import replace
+    from vramguard.core.model import LayerParams, LayerSpec, MambaState, ModelSpec
+    from vramguard.core.model import AttentionSpec
+    state = MambaState(kind="mamba1", conv_shape=(8192, 3), ssm_shape=(8192, 16))
+    layers = tuple(LayerSpec(AttentionSpec(kind="mamba", mamba=state),
+                             LayerParams(attn_q=10**6, mlp=10**7)) for _ in range(64))
+    spec = ModelSpec(name="m", architecture="FalconMambaForCausalLM", model_type="falcon_mamba",
+                     num_layers=64, hidden_size=4096, num_attention_heads=0, num_kv_heads=0,
+                     head_dim=0, vocab_size=65024, torch_dtype="bfloat16", layers=layers,
+                     embed_params=65024 * 4096, lm_head_params=0,
+                     max_len_keys={"max_position_embeddings": 2048})
+    gpu = GpuSpec("A100-80GB", 80 * GIB)
+    s = Settings(max_num_seqs=250)
+    old = plan(spec, s, gpu, vllm_version="0.9.2")
+    assert old.engine == "v0" and old.kv is None
+    assert "falls back from its default V1 engine to V0" in old.assumptions[0]
+    forced = plan(spec, s, gpu, vllm_version="0.9.2", engine="v0", detail=False)
+    no_state = plan(replace(spec, layers=tuple(replace(l, attention=AttentionSpec(kind="none"))
+                                               for l in layers)), s, gpu, vllm_version="0.9.2",
+                    engine="v0", detail=False)
+    slot = 64 * (8192 * 3 + 8192 * 16) * 2                     # conv + SSM state, bf16
+    assert (forced.tightest.activation.value_bytes
+            - no_state.tightest.activation.value_bytes) == slot * 256   # 250 -> 256 slots
+    assert plan(spec, s, gpu, vllm_version="0.10.2", detail=False).engine == "v1"
+    assert plan(spec, s, gpu, vllm_version="0.9.2", engine="v1", detail=False).engine == "v1"

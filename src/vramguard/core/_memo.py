@@ -32,7 +32,7 @@ from . import kv as _kv
 from . import maxlen as _maxlen
 from . import rules as _rules
 from . import weights as _weights
-from .model import ModelSpec
+from .model import MAMBA, ModelSpec
 from .settings import Settings
 
 MAX_SPECS = 16                 # models kept (the oldest evicted first)
@@ -258,6 +258,13 @@ def sliding_window(spec: ModelSpec) -> int | None:
     if not _enabled:
         return _first_window(spec)
     return _lookup(_table(spec, "window"), None, lambda: _first_window(spec))
+
+
+def has_mamba(spec: ModelSpec) -> bool:
+    """Whether any layer is Mamba / linear attention (a per-model constant)."""
+    if not _enabled:
+        return MAMBA in spec.attention_kinds()
+    return _lookup(_table(spec, "has_mamba"), None, lambda: MAMBA in spec.attention_kinds())
 
 
 def _first_window(spec: ModelSpec) -> int | None:

@@ -129,6 +129,8 @@ def inflight_tokens(rules: VllmRules, settings: Settings, max_num_batched_tokens
 def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) -> str:
     if kind == MLA and not rules.mla_supported:
         return FULL
+    if kind == MAMBA and engine == "v0":
+        return NONE     # NOTE: v0 keeps the Mamba state outside the KV cache (mamba_cache.py)
     if kind in (SLIDING, CHUNKED):
         if engine == "v0" or not rules.hybrid_kv_manager or settings.disable_hybrid_kv_cache_manager:
             return FULL

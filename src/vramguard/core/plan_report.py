@@ -16,7 +16,9 @@ from ._frozen import maker, replacer
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .model import CHUNKED, MAMBA, SLIDING
-from .stage_terms import async_scheduling, custom_all_reduce_in_n, sampler_copies
+from .stage_terms import (async_scheduling, custom_all_reduce_in_n, sampler_copies,
+                          v0_mamba_slot_bytes, v0_mamba_slots)
+from .weights import runtime_dtype_bytes
 
 __all__ = ["PlanReport"]
 
@@ -154,7 +156,9 @@ class PlanReport:
     def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
         st = min(self.stages, key=lambda x: x.kv)
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
-        out = [f"vLLM {self.version} ({self.rules.engine} engine; rules of {self.rules.version}).",
+        out = [f"vLLM {self.version} ({self.rules.engine} engine; rules of {self.rules.version})."
+               + (f" vLLM falls back from its default V1 engine to V0 here ({self.fallback}); "
+                  "--engine v1 plans V1." if self.fallback else ""),
                f"Total memory {g(self.T)} as CUDA reports it for {self.gpu.name} "
                f"({self.gpu.source}).",
                (f"Free memory at vLLM's snapshot: {g(self.F)}" + (" (given)." if self.free_given
@@ -166,6 +170,7 @@ class PlanReport:
         out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"
                    f"; {self.eff.values['max_num_batched_tokens']} batched tokens, "
                    f"{self.eff.values['max_num_seqs']} seqs{self._sampler_note()}).")
+        out += self._v0_mamba_note(st)
         mm_note = self._mm_profile_note()
         if mm_note:
             out.append(mm_note)
@@ -206,6 +211,18 @@ class PlanReport:
         out += self.assumptions
         out += list(self.spec.notes)
         return tuple(out)
+
+    def _v0_mamba_note(self, st) -> list[str]:
+        """v0 keeps the Mamba state outside the KV cache, allocated in the profile run."""
+        slot = v0_mamba_slot_bytes(self.spec, self.s, self.rules, st.layers,
+                                   runtime_dtype_bytes(self.spec, self.s))
+        if not slot:
+            return []
+        eager = bool(self.s.enforce_eager) or self.device == "cpu"
+        n = v0_mamba_slots(self.rules, self.eff.values["max_num_seqs"], eager)
+        return [f"The V0 engine allocates the Mamba state in the profile run's first forward "
+                f"({n} request slots, {slot * n / GIB:.2f} GiB on this rank): it is part of the "
+                "activation peak, outside the KV cache."]
 
     def _layout_notes(self, layout) -> list[str]:
         """Why a request holds the blocks it does, where a version rule decides it."""

@@ -88,13 +88,20 @@ class _Stage:
 
 # ---- engine, validation, settings ------------------------------------------------------
 
-def _pick_rules(version: str, engine: str | None, gpu: GpuSpec) -> VllmRules:
+def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
+                spec: ModelSpec) -> tuple[VllmRules, str | None]:
+    """The version row, and why the default v1 engine falls back to v0 (None: it does not):
+    compute capability < 8.0, or Mamba/linear-attention layers (0.8.0-0.10.1)."""
     rules = _memo.resolve_rules(version, engine)
+    if engine is not None or rules.engine != "v1":
+        return rules, None
     cc = gpu.compute_capability
-    if (engine is None and rules.engine == "v1" and rules.v1_falls_back_below_cc80
-            and gpu.vendor == "nvidia" and cc is not None and cc < (8, 0)):
-        rules = _memo.resolve_rules(version, "v0")   # NOTE: v1 falls back to v0 on CC < 8.0 (0.8-0.10)
-    return rules
+    if (rules.v1_falls_back_below_cc80 and gpu.vendor == "nvidia" and cc is not None
+            and cc < (8, 0)):
+        return _memo.resolve_rules(version, "v0"), f"compute capability {cc[0]}.{cc[1]} < 8.0"
+    if rules.v1_falls_back_for_mamba and _memo.has_mamba(spec):
+        return _memo.resolve_rules(version, "v0"), "Mamba/linear-attention layers"
+    return rules, None
 
 
 def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
@@ -300,14 +307,17 @@ def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: s
 def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
           hooks, env, detail, cuda_ordinal=0) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
-    rules = apply_env(_pick_rules(version, engine, gpu), env)
+    rules, fallback = _pick_rules(version, engine, gpu, spec)
+    rules = apply_env(rules, env)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
     _validate(spec, settings, rules)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     stages, kv_name = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks, device)
-    return _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
+    walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
                  cal, hooks, device, derived, detail, kv_name, cuda_ordinal)
+    walk.fallback = fallback
+    return walk
 
 
 # ---- the startup walk ------------------------------------------------------------------
@@ -352,6 +362,7 @@ class _Walk(PlanReport):
         self.risks: list[str] = []
         self.fail: _Fail | None = None
         self.est_len: int | None = None
+        self.fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
 
     def _draft_assumptions(self) -> list[str]:
         """The MTP drafter's note (first among the walk's assumptions; detail only)."""

@@ -29,6 +29,14 @@ class VllmRules:
     # ---- engine selection (§1a) ----
     default_engine: str = "v0"               # the engine this release picks by default
     v1_falls_back_below_cc80: bool = False   # 0.8-0.10: v1 falls back to v0 on CC < 8.0
+    # 0.8.0-0.10.1: models with Mamba/linear-attention layers fall back to v0 unless
+    # VLLM_USE_V1=1 (engine/arg_utils.py _is_v1_supported_oracle; v1 by default from 0.10.2)
+    v1_falls_back_for_mamba: bool = False
+    # v0: request slots of the Mamba state (models/mamba_cache.py), allocated in the profile
+    # run's first forward: "round" (max_num_seqs rounded up to a CUDA-graph batch size, up to
+    # 0.6.4), "eager_8194" (0.6.5-0.7.2: 8,194 slots with --enforce-eager, else rounded),
+    # "capture" (0.7.3+: max_num_seqs with --enforce-eager, else rounded)
+    v0_mamba_slots: str = "round"
     # ---- the budget (§1a) ----
     whole_gpu: bool = False                  # other processes' memory charged to K
     request_ceil: bool = False               # R = ceil(u*T) (0.14+) instead of u*T
@@ -150,6 +158,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "0.6.4 charges everything on the GPU (§1a)"),
     ("0.6.5", "v0", {"whole_gpu": False, "log_available": "v0_profile"},
      "u*T - (W + A + N), per instance (§1a)"),
+    ("0.6.5", "v0", {"v0_mamba_slots": "eager_8194"},
+     "Mamba state: 8192 + 2 slots with --enforce-eager (models/mamba_cache.py)"),
     ("0.7.0", "v1", {"whole_gpu": True, "mla_supported": True, "hybrid_kv_manager": False,
                      "msg_fit": "v1_070", "log_capacity": "v1_070",
                      "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
@@ -163,6 +173,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.2", "v0", {"v0_mla_align_bytes": 256},
      "MLA cache entries padded to 256 bytes on CUDA (worker/cache_engine.py align_to_256bytes)"),
     ("0.7.3", "both", {"usage_metric": "vllm:gpu_cache_usage_perc"}, "v1 metrics (§12)"),
+    ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
+     "Mamba state: max_num_seqs slots with --enforce-eager"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
     ("0.8.0", "v0", {"v0_chunked_prefill_auto": False, "v0_mla_align_bytes": 0},
      "auto chunked prefill ends (§9: 0.5.5-0.7.3); MLA entry padding removed"),
@@ -171,6 +183,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.0", "v1", {"log_capacity": "two_lines", "tokens_formula": "blocks_x_b",
                      "mla_block_size": 64, "sched_defaults": "v1_080"},
      "two capacity lines (§1b), defaults (§9), FlashMLA blocks (§4)"),
+    ("0.8.0", "v1", {"v1_falls_back_for_mamba": True},
+     "Mamba/hybrid models fall back to v0 (arg_utils.py _is_v1_supported_oracle)"),
     ("0.8.1", "v1", {"sched_defaults": "v1_081"}, "§9"),
     ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
      "dummy rejection sampler in the profile run (PR 14930)"),
@@ -189,6 +203,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
+    ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
+     "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
+     "fallback removed)"),
     ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
                       "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
      "v0 removed (§1a); heavier dummy sampler (fitted)"),

@@ -14,7 +14,7 @@ from . import activation as act
 from . import kv as kvm
 from .calibration import Calibration
 from .gpu import GpuSpec
-from .model import ModelSpec
+from .model import MAMBA, ModelSpec
 from .provenance import Estimate, Source
 from .rules import VllmRules
 from .settings import Settings
@@ -45,15 +45,19 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     inflight = kvm.inflight_tokens(rules, s, tokens, async_sched, v2)
     pp = s.pipeline_parallel_size
     out = []
-    for r, rng, w_est, n_est, shape in fixed:
+    for r, rng, w_est, n_est, shape, mamba_slot in fixed:
         act_shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
                                      last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
                                      moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
                                      engine=rules.engine, sampler_copies=copies,
                                      encoder_profiled=encoder)
         a_val, _parts = _memo.activation_bytes(spec, act_shape)
-        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED,
-                                "profile run: tokens x hidden, MoE workspace, sampler logits")
+        note = "profile run: tokens x hidden, MoE workspace, sampler logits"
+        if mamba_slot:
+            # NOTE: v0 allocates the Mamba state in the profile run's first forward.
+            a_val += mamba_slot * v0_mamba_slots(rules, seqs, eager)
+            note += ", v0 Mamba state"
+        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED, note)
         g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, s, rules, eager, fixed_sizes)
         g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
                                 "CUDA graph pool" if g_val else "eager: no CUDA graphs")
@@ -101,7 +105,8 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
                                    block_size=block, engine=rules.engine, kv_dtype_name=kv_name,
                                    mamba_align=mamba_align, mla_align_elems=mla_align)
-        out.append((r, rng, w_est, n_est, shape))
+        out.append((r, rng, w_est, n_est, shape,
+                    v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = 1 if s.enable_expert_parallel else tp
     return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, fixed_sizes,
                                  async_scheduling(spec, s, rules), _model_runner_v2(spec, rules))
@@ -165,6 +170,37 @@ def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules) -> float:
     if s.num_speculative_tokens > 0 and not _model_runner_v2(spec, rules):
         copies = max(copies, rules.spec_sampler_copies)
     return copies
+
+
+def v0_mamba_slot_bytes(spec: ModelSpec, s: Settings, rules: VllmRules,
+                        layer_range: tuple[int, int], dtype_bytes: int) -> int:
+    """v0: one request slot of the Mamba state of a stage's layers on one TP rank (the
+    model dtype for conv and SSM state alike, models/mamba_cache.py); 0 on v1."""
+    if rules.engine != "v0" or not _memo.has_mamba(spec):
+        return 0
+    tp, total = s.tensor_parallel_size, 0
+    for a, n in _memo.attention_runs(spec, layer_range):
+        if a.kind == MAMBA and a.mamba is not None:
+            state = replace(a.mamba, ssm_dtype=None, conv_dtype=None)
+            total += n * state.page_bytes(tp, dtype_bytes)
+    return total
+
+
+V0_MAX_CAPTURE = 8192
+
+
+def v0_mamba_slots(rules: VllmRules, max_num_seqs: int, eager: bool) -> int:
+    """v0: how many requests the Mamba state is allocated for (`VllmRules.v0_mamba_slots`):
+    max_num_seqs rounded up to a CUDA-graph batch size (1, 2, 4, then multiples of 8), or
+    exactly max_num_seqs with --enforce-eager (0.7.3+), or 8,194 (0.6.5-0.7.2, eager)."""
+    mode = rules.v0_mamba_slots
+    if eager and mode == "eager_8194":
+        return 8194
+    if eager and mode == "capture":
+        return max_num_seqs
+    # NOTE: the largest batch size captured is 8,192 (more sequences are capped to it).
+    return next((b for b in (1, 2, 4) if max_num_seqs <= b),
+                min(-(-max_num_seqs // 8) * 8, V0_MAX_CAPTURE))
 
 
 def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:

@@ -202,7 +202,7 @@ _SEQS_FIX = (F.SAMPLER_WARMUP_OOM, F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS, F.CUDA_GRA
 
 
 def _risky(opt: Option) -> bool:
-    return bool(opt.plan.outcome.risks) or opt.plan.outcome.failure == "sampler_warmup_oom"
+    return bool(opt.plan.outcome.risks) or opt.plan.outcome.failure == F.SAMPLER_WARMUP_OOM
 
 
 
