@@ -91,3 +91,13 @@ def test_bad_input(capsys, argv, needle):
         assert rc == 0 and "error:" in out
         return
     assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_model_vllm_rejects_gets_one_sentence_and_the_fix(capsys):
+    rc, out, err = run(capsys, "--models", "tiiuae/falcon-mamba-7b", "--gpus", "T4",
+                       "--max-model-len", "4096", "--format", "json", "--offline")
+    assert rc == 0, err
+    error = json.loads(out)["rows"][0]["error"]
+    assert error.startswith("User-specified max_model_len (4096) is greater than the derived")
+    assert error.endswith("Use --max-model-len 2048 or less")
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in error      # the rest is in `vramguard plan`

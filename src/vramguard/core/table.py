@@ -162,6 +162,13 @@ def _gpu_fit(req: TableRequest, spec: ModelSpec, gpu: GpuSpec) -> GpuFit:
     return GpuFit(gpu.name, None, None, first_failure, tuple(tried))
 
 
+def _cell_text(exc: UsageError) -> str:
+    """vLLM's validation messages run to several sentences: the first one and the fix fit
+    a table cell (`vramguard plan` prints the whole message)."""
+    first = exc.what.split(". ")[0].rstrip(".")
+    return f"{first}. {exc.fix}" if exc.fix else first
+
+
 def table_row(req: TableRequest, label: str, spec: ModelSpec) -> TableRow:
     """One row: the TP=1 ledger on the first GPU (the bytes), then the fit per GPU."""
     gpu = req.gpus[0]
@@ -169,7 +176,7 @@ def table_row(req: TableRequest, label: str, spec: ModelSpec) -> TableRow:
         p = plan_startup(spec, _settings(req, 1), gpu, vllm_version=req.vllm_version)
     except UsageError as exc:
         return TableRow(label, spec.name, spec.num_params(), 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                        error=exc.line())
+                        error=_cell_text(exc))
     t = p.tightest
     kv = p.kv if p.kv is not None else _kv_layout_plan(req, spec, p)
     per_seq = kv.blocks_per_request * kv.page_size_bytes if kv else 0
