@@ -88,6 +88,9 @@ def _outside_budget(ctx: _Ctx, s: Settings, gpu: GpuTarget, p):
     """Memory vLLM uses outside `gpu_memory_utilization` x total (CUDA graphs up to 0.17;
     the sampler warm-up when max_num_seqs cannot move): lower the utilization 1% at a time
     until it fits; (s, p) unchanged when no step clears it."""
+    o = p.outcome
+    if o.failure is None and not o.risks:
+        return s, p          # NOTE: the common case, on every judged candidate
     kinds = _outside_kinds(ctx.req)
     if not _short(p, kinds):
         return s, p
