@@ -34,7 +34,8 @@ MAX_REQUESTS_PER_LEVEL = 100_000
 SAMPLE_INTERVAL_S = 0.1
 # NOTE: vLLM updates its gauges and counters as the API server processes engine outputs;
 # on busy cores that lags the responses by seconds. After a level, /metrics is read until it
-# shows an idle engine and an unchanged preemption counter twice (at most this long).
+# counts the level's generated tokens and shows an idle engine and an unchanged preemption
+# counter twice (at most this long).
 SETTLE_MAX_S = 15.0
 SETTLE_INTERVAL_S = 0.25
 TOKEN_ID_RANGE = (16, 256)      # NOTE: ids every tokenizer has (byte-level vocabularies: bytes)
@@ -389,24 +390,18 @@ def _sample_loop(root: str, peaks: _Peaks, stop: threading.Event, hard_deadline:
         stop.wait(SAMPLE_INTERVAL_S)
 
 
-def _preemptions(root: str, attempts: int = 3) -> int | None:
-    """The preemption counter (None: not exported, or /metrics failed `attempts` times)."""
+def _counters(root: str, attempts: int = 3) -> tuple[int | None, int | None]:
+    """(preemption counter, generation-token counter); None where not exported, both None
+    when /metrics failed `attempts` times."""
     from .metrics import scrape
 
     for attempt in range(attempts):
         scraped = scrape(root + "/metrics", timeout_s=5.0)
         if scraped.ok:
-            return scraped.to_dict().get("num_preemptions_total")
+            d = scraped.to_dict()
+            return d.get("num_preemptions_total"), d.get("generation_tokens_total")
         time.sleep(0.5 * (attempt + 1))
-    return None
-
-
-def _generated(root: str) -> int | None:
-    """vLLM's generation-token counter (None when not exported or /metrics failed)."""
-    from .metrics import scrape
-
-    scraped = scrape(root + "/metrics", timeout_s=5.0)
-    return scraped.to_dict().get("generation_tokens_total") if scraped.ok else None
+    return None, None
 
 
 def _settle(root: str, peaks: _Peaks, tokens_target: int | None) -> int | None:
@@ -431,15 +426,14 @@ def _settle(root: str, peaks: _Peaks, tokens_target: int | None) -> int | None:
                 return now
             last = now if caught_up else None
         time.sleep(SETTLE_INTERVAL_S)
-    return _preemptions(root)
+    return _counters(root)[0]
 
 
 def run_level(root: str, model: str, config: StressConfig, concurrency: int,
               level_index: int = 0) -> LevelResult:
     """Run one level to completion (bounded by count and time) and summarize it."""
     total = config.requests_for(concurrency)
-    before = _preemptions(root)
-    generated_before = _generated(root)
+    before, generated_before = _counters(root)
     start = time.monotonic()
     state = _Level(total, start + config.duration_per_level_s)
     peaks, stop = _Peaks(), threading.Event()
