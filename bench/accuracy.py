@@ -334,8 +334,17 @@ def _layout_summary(rows: list[dict]) -> dict:
             "layout_cases_over_2pct": sum(1 for e in errs if e > 0.02)}
 
 
+def _layout_cell(r: dict) -> str:
+    lay = r.get("layout")
+    if not lay:
+        return "     -"
+    pick = lay.get("tokens") or lay.get("num_blocks")
+    return f"{pick['rel_error'] * 100:+5.1f}%"
+
+
 def _table(rows: list[dict]) -> str:
-    out = [f"{'case':58} {'ver':7} {'rep':>7} {'pred':>7} {'dKV':>6} {'naive':>7}  outcome"]
+    out = [f"{'case':58} {'ver':7} {'rep':>7} {'pred':>7} {'dKV':>6} {'naive':>7} {'layout':>6}"
+           "  outcome"]
     for r in rows:
         rep, pr = r["reported_kv_gib"], r["predicted_kv_gib"]
         dkv = f"{pr - rep:+6.2f}" if rep is not None and pr is not None else "     -"
@@ -349,8 +358,8 @@ def _table(rows: list[dict]) -> str:
         out.append(f"{r['id'][:58]:58} {str(r['version'])[:7]:7} "
                    f"{'-' if rep is None else f'{rep:.2f}':>7} "
                    f"{'-' if pr is None else f'{pr:.2f}':>7} {dkv} "
-                   f"{'-' if r['naive_kv_gib'] is None else format(r['naive_kv_gib'], '.2f'):>7}  "
-                   f"{actual}->{ok} {extra}{mark}")
+                   f"{'-' if r['naive_kv_gib'] is None else format(r['naive_kv_gib'], '.2f'):>7} "
+                   f"{_layout_cell(r)}  {actual}->{ok} {extra}{mark}")
     return "\n".join(out)
 
 
