@@ -122,3 +122,28 @@ def test_tp_rank_ledgers_copy_the_stage_ledger():
         first = p.ledgers[l.pp_rank * 4]
         assert dataclasses.replace(l, rank=first.rank, tp_rank=0) == first
     _fields_complete(p)
+
+
+def test_tune_finishes_the_recommendation_and_the_rest_on_demand():
+    """`tune` shows the recommended option in full; every other option carries its screened
+    plan (same numbers and outcome, no log lines) and `Option.detailed()` finishes it into the
+    plan `planner.plan` gives for its settings."""
+    from vramguard.core.settings import Settings
+    from vramguard.core.tuner import GpuTarget, TuneRequest, tune
+    from vramguard.core.workload import Workload
+    gpu = lookup_gpu("RTX-3090")
+    res = tune(TuneRequest(spec("Qwen/Qwen2.5-7B-Instruct"), Settings(), (GpuTarget(gpu),),
+                           workload=Workload(800, 2000, 6000)))
+    rec = res.recommended
+    assert rec is not None and rec.plan.log_lines and rec.plan.assumptions
+    assert rec.finish is None and rec.detailed() is rec
+    others = [o for o in res.options if o is not rec]
+    assert others
+    for o in others:
+        assert o.finish is not None and o.plan.log_lines == ()
+        full = o.detailed()
+        assert full.finish is None and full.plan.log_lines
+        fresh = planner.plan(spec("Qwen/Qwen2.5-7B-Instruct"), o.settings, o.gpu.spec,
+                             free_bytes=o.gpu.free_bytes)
+        assert full.plan == fresh and full.plan.to_dict() == fresh.to_dict()
+        assert dataclasses.replace(full, plan=o.plan) == o   # `finish` is not compared

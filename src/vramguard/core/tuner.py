@@ -77,7 +77,7 @@ def _judge(ctx: _Ctx, s: Settings, gpu: GpuTarget, headroom: int, notes=(),
              and seqs <= supported)
     return _option(settings=s, plan=p, gpu=gpu, supported_concurrency=supported,
                    meets_target=meets, headroom_bytes=headroom, gpus_given=len(req.gpus),
-                   limit=limit, notes=tuple(notes))
+                   limit=limit, notes=tuple(notes), finish=None)
 
 
 # NOTE: at most this many 1% steps down from the utilization the search picked.
@@ -290,9 +290,13 @@ def tune(req: TuneRequest) -> TuneResult:
         fixed = _fixed_pool(ctx, best)
         if fixed is not None:
             options.append(fixed)
-    options = [ctx.detailed(o) for o in _dedupe(sorted(options, key=Option.rank_key))]
+    # NOTE: only the recommendation is shown in full (`plan.to_dict()` in --json); the other
+    # options keep their screened plans and finish on demand (`Option.detailed`).
+    options = [ctx.finishable(o) for o in _dedupe(sorted(options, key=Option.rank_key))]
     if best is not None:
-        best = next(o for o in options if o.settings == best.settings and o.gpu == best.gpu)
+        i = next(i for i, o in enumerate(options)
+                 if o.settings == best.settings and o.gpu == best.gpu)
+        options[i] = best = options[i].detailed()
     reason = nearest = None
     blocking: tuple[str, ...] = ()
     larger: tuple[str, ...] = ()

@@ -62,11 +62,11 @@ class _Ctx:
             self.error = self.error or exc
             return None, None
 
-    def detailed(self, opt: Option) -> Option:
-        """The option with its full plan (log lines, assumptions, fixes): the screened
-        walk finished, not planned again."""
+    def finishable(self, opt: Option) -> Option:
+        """The option with the function that finishes its screened walk into the full plan
+        (log lines, assumptions, fixes) without planning it again (`Option.detailed`)."""
         finish = self.cache[(opt.settings, self._gpu_key(opt.gpu))][1]
-        return with_fields(opt, plan=finish())
+        return with_fields(opt, finish=finish)
 
     def gpus_for(self, world: int) -> tuple[GpuTarget, float]:
         """`_gpus_for(self.req, world)`, once per world size."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ._frozen import replacer
 from .gpu import GpuSpec
@@ -86,6 +87,16 @@ class Option:
     gpus_given: int = 1
     limit: str = LIMIT_MEMORY               # what caps max_num_seqs
     notes: tuple[str, ...] = ()
+    # NOTE: the search screens candidates without log lines, assumptions and fixes; `tune`
+    # finishes the recommended option's plan and leaves here how to finish any other.
+    finish: Callable[[], Plan] | None = field(default=None, compare=False, repr=False)
+
+    def detailed(self) -> "Option":
+        """This option with its full plan (vLLM's log lines, assumptions, fixes), finished
+        from the same startup walk (the screened plan carries the numbers and outcome only)."""
+        if self.finish is None:
+            return self
+        return with_fields(self, plan=self.finish(), finish=None)
 
     @property
     def starts(self) -> bool:
