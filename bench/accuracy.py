@@ -236,7 +236,7 @@ def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str) ->
         p = plan(spec, s, gpu, vllm_version=case.get("vllm_version_pinned") or default_version,
                  engine=case.get("engine"), free_bytes=free,
                  env=env_from_text(case.get("other_flags") or ""))
-        row["predicted_kv_gib"] = round(p.tightest.kv_cache.value_bytes / GIB, 3)
+        row["predicted_kv_gib"] = round(reported_rank(case, p).kv_cache.value_bytes / GIB, 3)
         row["predicted_ok"] = p.outcome.ok
         row["failure"] = p.outcome.failure
         row["risks"] = [r.split(":")[0] for r in p.outcome.risks]
@@ -254,6 +254,26 @@ def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str) ->
         row["failure"] = "usage_error"
         row["error"] = str(exc)[:160]
     return row
+
+
+_KV_LINE_STAGE = re.compile(r"Worker_PP(\d+)\b[^\n]*Available KV cache memory")
+
+
+def reported_rank(case: dict, p):
+    """The ledger to compare with the case's KV figure: each worker prints its own
+    "Available KV cache memory"; where the excerpt names the stage that printed it
+    (`Worker_PP1_TP0 …`), that stage's; else the tightest rank (whose value sets the block
+    count and every figure vLLM prints after it).
+
+    NOTE: with PP the last stage (LM head, sampler) is the tightest, while the excerpts
+    usually show the first worker's line (`Worker_PP0`)."""
+    m = _KV_LINE_STAGE.search(case.get("raw_log_excerpt") or "")
+    if m is not None:
+        stage = int(m.group(1))
+        first = next((l for l in p.ledgers if l.pp_rank == stage and l.tp_rank == 0), None)
+        if first is not None:
+            return first
+    return p.tightest
 
 
 def layout_check(case: dict, spec, s: Settings, gpu: GpuSpec, p, free: int | None) -> dict | None:

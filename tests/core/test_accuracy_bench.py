@@ -75,3 +75,22 @@ def test_layout_at_the_logged_pool(bench, rows):
     # failed startups and pipeline-parallel runs are left out of this check
     assert all(r.get("layout") is None for r in rows
                if r["outcome"] != "started" or "-pp" in r["id"])
+
+
+def test_kv_compared_on_the_rank_whose_line_the_excerpt_shows(bench):
+    """Each worker prints its own "Available KV cache memory": a `Worker_PP1` line is
+    compared with stage 1's ledger, an unattributed figure with the tightest rank."""
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.core.planner import plan
+    from vramguard.core.settings import Settings
+    from vramguard.sources.resolve import load_model_spec
+    s = Settings(pipeline_parallel_size=2, user_set=frozenset({"pipeline_parallel_size"}))
+    p = plan(load_model_spec("meta-llama/Llama-3.1-8B-Instruct", offline=True), s,
+             lookup_gpu("H100-80GB"))
+    first, last = p.ledgers[0], p.ledgers[-1]
+    assert last.kv_cache.value_bytes < first.kv_cache.value_bytes   # LM head + sampler
+    line = "INFO [gpu_worker.py:436] Available KV cache memory: 66.54 GiB"
+    for excerpt, want in ((f"(Worker_PP0 pid=442) {line}", first),
+                          (f"(Worker_PP1_TP0 pid=9) {line}", last),
+                          (line, p.tightest), ("", p.tightest)):
+        assert bench.reported_rank({"raw_log_excerpt": excerpt}, p) is want
