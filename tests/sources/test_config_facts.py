@@ -34,6 +34,19 @@ def test_glm5_dsa_kv_matches_vllm_log(config):
     assert sum(l.attention.indexer_bytes_per_token == 132 for l in s.layers) == 21
 
 
+def test_mla_v_head_dim_defaults_to_transformers_default(config):
+    # The GLM-5.3 configs leave v_head_dim out; transformers' GlmMoeDsaConfig (what vLLM
+    # loads) defaults it to 256, which zai-org/GLM-5.2's config (same attention) states.
+    from vramguard.sources.resolve import load_model_spec
+    stated = load_model_spec("zai-org/GLM-5.2", offline=True)
+    for folder in ("nvidia__GLM-5.3-NVFP4", "zai-org__GLM-5.3"):
+        assert "v_head_dim" not in config(folder)
+        s = spec(config, folder)
+        assert s.layers[0].params.attn_o == s.num_attention_heads * 256 * s.hidden_size
+        assert s.layers[0].params.attn_o == stated.layers[0].params.attn_o
+        assert s.layers[0].params.attn_kv == stated.layers[0].params.attn_kv
+
+
 def test_kv_tp_replication(config):
     s = spec(config, "meta-llama__Llama-3.1-8B-Instruct")
     assert s.kv_bytes_per_token(tp=2) == 65536

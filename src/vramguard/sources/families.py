@@ -16,6 +16,14 @@ from .layers import (Arch, Body, attn_params, attention_spec, ffn_params, layer_
 
 
 # ---- MLA ------------------------------------------------------------------------------------
+# NOTE: transformers' config defaults for `v_head_dim` where a config.json leaves it out (vLLM
+# reads `config.v_head_dim` from the loaded config): GLM-5 / GLM-4.7-Flash 256 (e.g.
+# nvidia/GLM-5.3-NVFP4 omits it), the DeepSeek family, Kimi and LongCat 128.
+MLA_V_HEAD_DIM_DEFAULTS = {"glm_moe_dsa": 256, "glm4_moe_lite": 256, "deepseek_v2": 128,
+                           "deepseek_v3": 128, "deepseek_v32": 128, "kimi_k2": 128,
+                           "kimi_linear": 128, "longcat_flash": 128}
+
+
 def build_mla(a: Arch) -> Body:
     """DeepSeek-V2/V3 style multi-head latent attention (+ MoE, + the V3.2 / GLM-5 indexer)."""
     t, h, nh = a.t, a.hidden, a.heads
@@ -23,7 +31,8 @@ def build_mla(a: Arch) -> Body:
     q_rank = t.opt_int("q_lora_rank", hi=LIMITS["hidden"])
     rope = t.int("qk_rope_head_dim", hi=LIMITS["hidden"])
     nope = t.int("qk_nope_head_dim", hi=LIMITS["hidden"])
-    v_dim = t.int("v_head_dim", default=nope, hi=LIMITS["hidden"])
+    v_dim = t.int("v_head_dim", default=MLA_V_HEAD_DIM_DEFAULTS.get(a.model_type, nope),
+                  hi=LIMITS["hidden"])
     qk = nope + rope
     moe = moe_of(a)
     mask = moe_layer_mask(a, moe)
