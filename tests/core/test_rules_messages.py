@@ -52,12 +52,13 @@ ROWS = {
                           concurrency_formula="blocks_over_per_request",
                           log_capacity_per_worker=True),
     ("0.9.2", "v1"): dict(usage_metric="vllm:kv_cache_usage_perc", tokenizer_cap=True),
-    ("0.10.0", "v1"): dict(hybrid_page_unification=True),
+    ("0.10.0", "v1"): dict(hybrid_page_unification=True, mm_dummy_at_max_len=True),
+    ("0.10.1", "v1"): dict(mm_dummy_at_max_len=False),
     ("0.10.2", "v1"): dict(v1_falls_back_for_mamba=False, kv_cache_memory_flag=True, snapshot_after_nccl=False,
                            allreduce_in_n="always", lora_graph_specialize=False),
     ("0.11.0", "v1"): dict(snapshot_after_nccl=True, v1_falls_back_below_cc80=False,
                            mla_block_size=16, profile_sampler_copies=8.0, allreduce_in_n="none",
-                           lora_graph_specialize=False),
+                           lora_graph_specialize=False, mm_dummy_at_max_len=True),
     ("0.11.1", "v1"): dict(log_weights="model_gib_memory", log_capacity_per_worker=False,
                            lora_graph_specialize=True),
     ("0.12.0", "v1"): dict(cpu_block_size=128),
@@ -453,3 +454,25 @@ def test_language_model_only_and_skip_mm_profiling():
     assert lm.activation.value_bytes == sk.activation.value_bytes == text
     assert p0.weights.value_bytes - lm.weights.value_bytes == 600_000_000 // 2 * 2
     assert sk.weights.value_bytes == p0.weights.value_bytes
+
+
+def test_qwen_vl_dummy_video_note():
+    """v1 0.10.0 and 0.11+ build the dummy video at max_model_len: Qwen2/2.5-VL's grows by one
+    16,384-token frame pair (65,536 patches) per 16,384 tokens, up to 7; the plan says so
+    (not modelled); 0.10.1-0.10.2, short lengths, --language-model-only: no note."""
+    from vramguard.sources.resolve import load_model_spec
+    spec = load_model_spec("Qwen/Qwen2.5-VL-7B-Instruct", offline=True)
+    h100 = lookup_gpu("H100-80GB")
+
+    def note(version, **flags):
+        s = Settings().with_(**flags) if flags else Settings()
+        found = [a for a in plan(spec, s, h100, vllm_version=version).assumptions
+                 if "worst-case video" in a]
+        return found[0] if found else None
+
+    assert "~458,752 vision patches, 7x" in note("0.33.0")              # 128,000 tokens
+    assert "~131,072 vision patches, 2x" in note("0.11.0", max_model_len=32768)
+    assert "~393,216 vision patches, 6x" in note("0.10.0", max_model_len=100000)
+    assert note("0.10.2") is None and note("0.8.5") is None
+    assert note("0.33.0", max_model_len=16384) is None
+    assert note("0.33.0", language_model_only=True) is None

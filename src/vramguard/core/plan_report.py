@@ -30,6 +30,11 @@ _ledger, _outcome, _plan = maker(Ledger), maker(Outcome), maker(Plan)
 _estimate = maker(Estimate)
 _CATALOG, _DERIVED_SRC, _MEASURED = Source.CATALOG, Source.DERIVED, Source.MEASURED
 _NOT_BUDGETED = "not budgeted in this version: must fit outside u x total"
+# Qwen2/2.5-VL's dummy video (qwen2_vl.py `_get_max_video_frames`): 16,384 merged tokens per
+# frame pair (3584x3584 at patch 14, merge 2x2, temporal 2), at most 14 frames from 0.11.0
+QWEN_VIDEO_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl"})
+QWEN_FRAME_PAIR_TOKENS = 16384
+QWEN_VIDEO_MAX_FRAME_PAIRS = 7
 
 
 _replace_ledger = replacer(Ledger)
@@ -153,6 +158,23 @@ class PlanReport:
                      "and 0.7.0-0.8.2 then profile text only (no encoder in the peak)")
         return note + "."
 
+    def _dummy_video_note(self) -> str | None:
+        """Qwen2/2.5-VL on v1 0.10.0 and 0.11+: the profile run's dummy video grows with
+        max_model_len (one 16,384-token frame pair per 16,384 tokens, up to 7), which the
+        activation estimate (one worst-case image) does not count."""
+        s = self.s
+        if (not self.rules.mm_dummy_at_max_len or self.spec.model_type not in QWEN_VIDEO_TYPES
+                or s.language_model_only or s.skip_mm_profiling):
+            return None
+        pairs = max(1, min(QWEN_VIDEO_MAX_FRAME_PAIRS, self.L // QWEN_FRAME_PAIR_TOKENS))
+        if pairs < 2:
+            return None
+        return (f"vLLM profiles {self.spec.model_type}'s worst-case video at max_model_len "
+                f"{self.L:,}: ~{pairs * QWEN_FRAME_PAIR_TOKENS * 4:,} vision patches, {pairs}x "
+                "the one image the activation estimate counts (not modelled: no startup log "
+                "checks its size). If the profile run runs out of memory, pass "
+                "--limit-mm-per-prompt '{\"video\": 0}' or a shorter --max-model-len.")
+
     def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
         st = min(self.stages, key=lambda x: x.kv)
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
@@ -171,7 +193,7 @@ class PlanReport:
                    f"; {self.eff.values['max_num_batched_tokens']} batched tokens, "
                    f"{self.eff.values['max_num_seqs']} seqs{self._sampler_note()}).")
         out += self._v0_mamba_note(st)
-        mm_note = self._mm_profile_note()
+        mm_note = self._mm_profile_note() or self._dummy_video_note()
         if mm_note:
             out.append(mm_note)
         out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "

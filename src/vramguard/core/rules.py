@@ -90,6 +90,11 @@ class VllmRules:
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks
     gpt_oss_capture_override: bool = False   # 0.11+: gpt-oss captures up to 992/1024 tokens
+    # v1 builds the profile run's dummy multimodal item at max_model_len (0.10.0 at the item's
+    # own maximum, 0.11+ at max_model_len; 0.7-0.9 and 0.10.1-0.10.2 at the batched tokens):
+    # Qwen2/2.5-VL's worst-case video then grows with the length (gpu_model_runner
+    # `_get_mm_dummy_batch`, multimodal/registry.py `get_dummy_mm_inputs`)
+    mm_dummy_at_max_len: bool = False
     lora_graph_specialize: bool = False      # 0.11.1+: with LoRA every size captured twice
     # where TP > 1 custom all-reduce memory shows up in the profile run's non-torch growth N:
     # "always" (up to 0.10.2 the snapshot precedes the all-reduce/NCCL set-up), "none"
@@ -202,6 +207,10 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "both", {"tokenizer_cap": True}, "§7"),
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
+    ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
+     "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
+    ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
+     "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
     ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
      "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
@@ -213,6 +222,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"gpt_oss_capture_override": True},
      "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
+    ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
+     "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
