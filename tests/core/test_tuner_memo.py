@@ -23,7 +23,8 @@ from vramguard.sources.resolve import load_model_spec
 MODELS = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "google/gemma-2-9b-it",
           "Qwen/Qwen3-30B-A3B", "deepseek-ai/DeepSeek-V2-Lite-Chat",
           "Qwen/Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct", "openai/gpt-oss-20b",
-          "tiiuae/falcon-mamba-7b", "meta-llama/Llama-4-Scout-17B-16E-Instruct")
+          "tiiuae/falcon-mamba-7b", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+          "deepseek-ai/DeepSeek-V4-Flash")
 GPUS = ("H100-80GB", "A100-40GB", "L4", "T4", "B200", "MI300X")
 VERSIONS = (None, "0.33.0", "0.27.0", "0.22.0", "0.11.0", "0.10.1", "0.9.0", "0.8.5", "0.7.3",
             "0.6.3")
@@ -169,7 +170,8 @@ SWEEP = {
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
                 "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b",
-                "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3.5-4B", "google/gemma-4-E2B-it")
+                "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3.5-4B", "google/gemma-4-E2B-it",
+                "deepseek-ai/DeepSeek-V4-Flash")
 
 
 @pytest.mark.parametrize("model", SWEEP_MODELS)

@@ -118,7 +118,16 @@ def test_deepseek_v4_flash_total(config):
     # DeepSeek's "284B total / 13B activated" (as quoted by openrouter.ai/deepseek/deepseek-v4-flash
     # and ollama.com); the HF size badge (291-292B) also counts MTP: 284.30B + 7.69B here.
     assert abs(s.num_params() - 284e9) / 284e9 < 0.005
-    assert any("DeepSeek-V4" in n for n in s.notes)
+    # compressed sparse attention: 2 sliding-only layers, 21 of ratio 4 (with the indexer),
+    # 20 of ratio 128; the KV layout is core/kv_csa.py's
+    from collections import Counter
+    from vramguard.core.model import CSA
+    atts = [l.attention for l in s.layers]
+    assert {a.kind for a in atts} == {CSA}
+    assert Counter(a.compress_ratio for a in atts) == {0: 2, 4: 21, 128: 20}
+    assert {a.indexer_head_dim for a in atts if a.compress_ratio == 4} == {128}
+    assert {a.indexer_head_dim for a in atts if a.compress_ratio != 4} == {0}
+    assert {(a.head_dim, a.sliding_window_tokens) for a in atts} == {(512, 128)}
 
 
 def test_bamba_auto_head_dim_and_attn_indices():

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .model import (CHUNKED, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, MambaState,
-                    ModelSpec, counted, distinct_index)
+from .model import (CHUNKED, CSA, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec,
+                    MambaState, ModelSpec, counted, distinct_index)
 from ._frozen import replacer
 from .rules import VllmRules
 from .settings import Settings
@@ -71,6 +71,11 @@ class KvLayout:
     padding_layers: int = 0
     inflight_tokens: int = 0            # I of the sliding/chunked caps
     attention_free: bool = False
+    # groups with pages of different sizes (DeepSeek-V4, core/kv_csa.py): each group's page
+    # where concurrency weighs blocks by page (0.26), and the bytes per block of vLLM's
+    # one-request check where it differs from the pool's block (0.26-0.28)
+    group_page_bytes: tuple[int, ...] = ()
+    check_block_bytes: int = 0
 
     def blocks_per_request(self, max_model_len: int) -> int:
         """Σ over groups of the blocks one request of `max_model_len` needs."""
@@ -83,7 +88,18 @@ class KvLayout:
 
     def needed_bytes(self, max_model_len: int) -> int:
         """vLLM's `max_memory_usage` for one request of `max_model_len`, on this worker."""
-        return self.blocks_per_request(max_model_len) * self.page_size_bytes
+        return self.blocks_per_request(max_model_len) * (self.check_block_bytes
+                                                         or self.page_size_bytes)
+
+    def concurrency_blocks(self, max_model_len: int) -> int:
+        """Blocks per request in vLLM's maximum-concurrency figure (page-weighted where the
+        groups' pages differ in size and the version weighs them)."""
+        if not self.group_page_bytes:
+            return self.blocks_per_request(max_model_len)
+        b, inflight = self.block_size, self.inflight_tokens
+        weighted = sum(_group_blocks(g, max_model_len, b, inflight) * page
+                       for g, page in zip(self.groups, self.group_page_bytes))
+        return cdiv(weighted, self.group_page_bytes[0])
 
 
 def _group_blocks(g: KvGroup, L: int, b: int, inflight: int) -> int:
@@ -169,7 +185,11 @@ def draft_attention(spec: ModelSpec, settings: Settings, layer_range: tuple[int,
     if (engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params
             or layer_range[1] != spec.num_layers):
         return ()
-    att = next((l.attention for l in spec.layers if l.attention.kind in (FULL, MLA)), None)
+    att = next((l.attention for l in spec.layers if l.attention.kind in (FULL, MLA, CSA)), None)
+    if att is not None and att.kind == CSA:
+        # NOTE: DeepSeek-V4's MTP layer keeps only a sliding-window cache (ratio forced to 1,
+        # models/deepseek_v4/attention.py).
+        att = replace(att, compress_ratio=0, indexer_head_dim=0)
     return (att,) * max(1, spec.mtp_layers) if att is not None else ()
 
 
@@ -228,6 +248,8 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     draft = draft_attention(spec, settings, layer_range, engine)
     if draft:
         runs = runs + ((draft[0], len(draft)),)
+    if any(a.kind == CSA for a, _ in runs):
+        return _csa_layout(runs, settings, rules, kv_dtype_name, kv_bytes)
     kinds: dict[tuple[str, int | None], int] = {}
     kind_bpt: dict[tuple[str, int | None], int] = {}     # per-layer bytes/token per kind
     attn_bpt = 0
@@ -313,6 +335,23 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                     inflight_tokens=inflight, attention_free=n_attn == 0 and not has_mamba)
 
 
+def _csa_layout(runs, settings: Settings, rules: VllmRules, kv_dtype_name: str,
+                kv_bytes: int) -> KvLayout:
+    """DeepSeek-V4's layout (core/kv_csa.py): pages of several sizes, grouped by version."""
+    from . import kv_csa
+    block = int(settings.block_size or kv_csa.CSA_BLOCK_TOKENS)
+    groups, per_block, check = kv_csa.csa_groups(runs, grouping=rules.csa_grouping, block=block,
+                                                 kv_dtype_name=kv_dtype_name, kv_bytes=kv_bytes)
+    kv_groups = tuple(KvGroup(kind, n, n, window, None, gb)
+                      for kind, n, window, gb in kv_csa.kv_groups(groups, block))
+    weighted = (tuple(sum(ps * m for ps, m in c.items()) for _, c in groups)
+                if rules.csa_grouping == "padded" else ())
+    return KvLayout(block_size=block, page_size_bytes=per_block,
+                    bytes_per_token=per_block // block, groups=kv_groups,
+                    attn_page_per_token_layer=0, group_page_bytes=weighted,
+                    check_block_bytes=check if check != per_block else 0)
+
+
 def _unified_block_size(b: int, page_bpt: int, bpt: int) -> int | None:
     """Tokens per block of a layer kind whose page per token is smaller than the largest:
     vLLM enlarges its block size so its page equals the others' (None: unchanged)."""
@@ -352,7 +391,7 @@ def concurrency(rules: VllmRules, layout: KvLayout, num_blocks: int, max_model_l
     if max_model_len <= 0:
         return 0.0
     if engine == "v1" and rules.concurrency_formula == "blocks_over_per_request":
-        per = layout.blocks_per_request(max_model_len)
+        per = layout.concurrency_blocks(max_model_len)
         return num_blocks / per if per else 0.0
     return num_blocks * layout.block_size / max_model_len
 

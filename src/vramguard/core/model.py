@@ -19,8 +19,11 @@ SLIDING = "sliding"      # sliding-window attention, window `sliding_window_toke
 CHUNKED = "chunked"      # chunked-local attention (Llama 4), chunk `chunk_size_tokens`
 MLA = "mla"              # multi-head latent attention (DeepSeek V2/V3, Kimi)
 MAMBA = "mamba"          # Mamba / linear attention / Gated DeltaNet: per-request state
+CSA = "csa"              # DeepSeek-V4 compressed sparse attention: a sliding-window cache,
+                         # plus, with `compress_ratio` > 1, a compressed latent, compressor
+                         # states and (ratio 4) an indexer (core/kv_csa.py)
 NONE = "none"            # no KV cache at all (e.g. an encoder-only or cross layer we skip)
-ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, MAMBA, NONE)
+ATTENTION_KINDS = (FULL, SLIDING, CHUNKED, MLA, MAMBA, CSA, NONE)
 
 DTYPE_BYTES = {
     "float32": 4, "fp32": 4, "float": 4,
@@ -73,6 +76,8 @@ class AttentionSpec:
     mamba: MambaState | None = None
     indexer_bytes_per_token: int = 0       # sparse-attention indexer key cache (DeepSeek V3.2 /
                                            # GLM-5 DSA): fixed bytes (fp8 + scales), any KV dtype
+    compress_ratio: int = 0                # CSA: tokens per compressed entry (0/1: none)
+    indexer_head_dim: int = 0              # CSA: indexer key size (ratio-4 layers)
 
     def kv_bytes_per_token(self, tp: int, dtype_bytes: int) -> int:
         """KV bytes one token costs in this layer on one TP rank (0 for MAMBA/NONE).
@@ -87,6 +92,11 @@ class AttentionSpec:
         if self.kind == MLA:
             return (((self.mla_kv_lora_rank or 0) + (self.mla_rope_head_dim or 0)) * dtype_bytes
                     + self.indexer_bytes_per_token)
+        if self.kind == CSA and self.compress_ratio > 1:
+            # NOTE: the compressed latent (and indexer keys) per token of context; the
+            # sliding-window cache and compressor states do not grow with the context.
+            idx = self.indexer_head_dim + self.indexer_head_dim // 128 * 4
+            return (((self.head_dim or 0) * dtype_bytes + idx) // self.compress_ratio)
         return 0
 
 

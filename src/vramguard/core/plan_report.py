@@ -15,7 +15,7 @@ from . import messages as msg
 from ._frozen import maker, replacer
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
-from .model import CHUNKED, MAMBA, SLIDING
+from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, sampler_copies,
                           v0_mamba_slot_bytes, v0_mamba_slots)
 from .weights import runtime_dtype_bytes
@@ -221,7 +221,10 @@ class PlanReport:
             out.append("Online FP8 materializes each layer in 16-bit while loading (up to 0.18): "
                        f"~{g(self._load_transient())} more at the load peak.")
         if cap is not None:
-            wider = sorted({g.block_size for g in st.layout.groups if g.block_size})
+            # NOTE: DeepSeek-V4's groups have their own blocks and pages (`_csa_notes`).
+            wider = sorted({g.block_size for g in st.layout.groups if g.block_size}
+                           if not st.layout.check_block_bytes and not st.layout.group_page_bytes
+                           and CSA not in self.spec.attention_kinds() else ())
             out.append(f"KV: {cap.bytes_per_token} B/token per rank, block size "
                        f"{cap.block_size}"
                        + (f" ({'/'.join(map(str, wider))} for the layers with a smaller page "
@@ -269,10 +272,25 @@ class PlanReport:
             out.append(f"Sliding-window/chunked layers keep room for {layout.inflight_tokens} "
                        f"in-flight tokens ({layout.inflight_tokens // max(1, tokens)} batches "
                        f"of {tokens}; async scheduling {'on' if on else 'off'}).")
+        if CSA in self.spec.attention_kinds():
+            out += self._csa_notes(layout)
         if rules.v0_mla_align_bytes and self.spec.uses_mla and self.gpu.vendor == "nvidia" \
                 and self.device == "cuda":
             out.append("MLA cache entries are padded to 256 bytes in this version "
                        "(VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 turns it off).")
+        return out
+
+    def _csa_notes(self, layout) -> list[str]:
+        """DeepSeek-V4's grouping (core/kv_csa.py) and its KV dtype before 0.30."""
+        out = [f"DeepSeek-V4 compressed sparse attention: {len(layout.groups)} KV-cache groups "
+               f"(compressed latent and indexer keys in blocks of {layout.block_size} tokens; "
+               "sliding-window and compressor-state caches in their own blocks), "
+               f"{layout.page_size_bytes:,} bytes per block ('{self.rules.csa_grouping}' "
+               "grouping of this version)."]
+        if self.kv_name == "auto" and not self.rules.csa_auto_kv_ok:
+            out.append("Before 0.30 vLLM's FlashMLA sparse path accepts only an fp8 KV cache for "
+                       "DeepSeek-V4 (it asserts at model init with 'auto'): pass "
+                       "--kv-cache-dtype fp8; planned as fp8_ds_mla.")
         return out
 
     def _sampler_note(self) -> str:

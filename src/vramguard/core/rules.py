@@ -95,6 +95,13 @@ class VllmRules:
     # Qwen2/2.5-VL's worst-case video then grows with the length (gpu_model_runner
     # `_get_mm_dummy_batch`, multimodal/registry.py `get_dummy_mm_inputs`)
     mm_dummy_at_max_len: bool = False
+    # DeepSeek-V4 (CSA) KV-cache grouping (core/kv_csa.py; kv_cache_utils.py): "padded" (0.26:
+    # sliding pages padded to a full-attention page, page-weighted concurrency), "packed"
+    # (0.27-0.28: no padding, the widest group sets the block), "balanced" (0.29+: bucket
+    # grouping, null block reserved); `csa_auto_kv_ok`: `--kv-cache-dtype auto` maps to
+    # fp8_ds_mla (0.30+; before, the FlashMLA sparse path asserts at model init)
+    csa_grouping: str = "padded"
+    csa_auto_kv_ok: bool = False
     lora_graph_specialize: bool = False      # 0.11.1+: with LoRA every size captured twice
     # where TP > 1 custom all-reduce memory shows up in the profile run's non-torch growth N:
     # "always" (up to 0.10.2 the snapshot precedes the all-reduce/NCCL set-up), "none"
@@ -250,12 +257,18 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.25.0", "v1", {"model_runner_v2": "dense"}, "Model Runner V2 default (PR 44443)"),
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
+    ("0.27.0", "v1", {"csa_grouping": "packed"},
+     "DeepSeek-V4: sliding pages no longer padded; unweighted concurrency (kv_cache_utils.py)"),
     ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
     ("0.28.0", "v1", {"hybrid_prefix_caching_default": True},
      "prefix caching on for hybrid models: mamba_cache_mode 'align' (arg_utils.py)"),
+    ("0.29.0", "v1", {"csa_grouping": "balanced"},
+     "DeepSeek-V4: bucket grouping (_get_packed_kv_cache_groups)"),
     ("0.29.0", "v1", {"null_block_in_check": True, "model_runner_v2": "all"},
      "avail = K - P (§6); Model Runner V2 for every model (PR 53183)"),
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
+    ("0.30.0", "v1", {"csa_auto_kv_ok": True},
+     "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033", "sched_clamp_by_len": True}, "§1a, §4, §9"),

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..core.model import FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, LayerParams, LayerSpec, MambaState
+from ..core.model import (CSA, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, LayerParams,
+                          LayerSpec, MambaState)
 from ._fields import LIMITS
 from .layers import (Arch, Body, attn_params, attention_spec, ffn_params, layer_kinds, mlp_params,
                      moe_layer_mask, moe_of, moe_params, qk_norm_params, standard_body)
@@ -360,6 +361,7 @@ def build_deepseek_v4(a: Arch) -> Body:
     ratios = t.int_list("compress_ratios", lo=0, hi=1 << 20) or []
     idx_heads = t.opt_int("index_n_heads", hi=LIMITS["heads"]) or 0
     idx_dim = t.opt_int("index_head_dim", hi=LIMITS["hidden"]) or 0
+    window = t.opt_int("sliding_window", hi=LIMITS["positions"])
 
     def compressor(ratio: int, dim: int) -> int:
         width = (2 if ratio == 4 else 1) * dim
@@ -376,10 +378,8 @@ def build_deepseek_v4(a: Arch) -> Body:
             p["attn_replicated"] += (q_rank * idx_heads * idx_dim + h * idx_heads
                                      + compressor(ratio, idx_dim))
         p.update(ffn_params(a, moe, True))
-        att = AttentionSpec(kind=SLIDING, num_kv_heads=1, head_dim=d, v_head_dim=0,
-                            sliding_window_tokens=t.opt_int("sliding_window", hi=LIMITS["positions"]))
+        att = AttentionSpec(kind=CSA, num_kv_heads=1, head_dim=d, v_head_dim=0,
+                            sliding_window_tokens=window, compress_ratio=ratio,
+                            indexer_head_dim=idx_dim if ratio == 4 and idx_heads else 0)
         layers.append(LayerSpec(att, LayerParams(**p)))
-    a.notes.append("DeepSeek-V4 compressed sparse attention: KV is modelled as one sliding-window "
-                   "head per layer; vLLM also keeps compressed (1/4, 1/128 of the tokens) latent "
-                   "and indexer caches, not included")
     return standard_body(a, layers, moe, num_kv_heads=1, head_dim=d)
