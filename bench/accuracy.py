@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/accuracy.py [--cases bench/data/cases.jsonl] [--verbose] [--json]
                                        [--no-free] [--version-default 0.33.0]
+                                       [--gpus FILE] [--configs DIR]
+
+Another corpus in the same schema is read from its own folder: `--cases other/cases.jsonl`
+takes `other/gpus.jsonl` and `other/configs/<model_config>/config.json` when they exist (then
+this project's copies); a model whose config.json is in neither comes from the embedded
+catalog by its Hugging Face id (the `model_config` folder name `org__name`, else `model`).
 
 Per case: the settings a user would pass (the case's fields, plus the flags written in
 `other_flags`, parsed generically as vLLM flags / `key=value` pairs / a logged args dict),
@@ -179,19 +185,36 @@ def settings_for(case: dict) -> Settings:
     return s.with_(**changes) if changes else s
 
 
-def spec_for(case: dict):
-    """The model from its config.json. When the config is the base model's but the case ran
-    a quantized checkpoint whose bit width is stated (`gptq (int8)`), the checkpoint's
-    quantization_config is emulated with that width (what its own config.json would say)."""
-    from vramguard.core.model import QuantSpec
+def _config_spec(case: dict, config_dirs):
+    """The case's config.json from the first folder that has it, else the embedded catalog."""
     from vramguard.sources.config import spec_from_config
+    from vramguard.sources.resolve import load_model_spec
     mc = case.get("model_config")
-    if not mc:
+    for folder in (config_dirs or (DATA / "configs",)) if mc else ():
+        path = Path(folder) / mc / "config.json"
+        if path.exists():
+            return spec_from_config(json.loads(path.read_text()), name=mc)
+    ids = [mc.replace("__", "/", 1)] if mc and "__" in mc else []
+    model = (case.get("model") or "").strip()
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", model):
+        ids.append(model)
+    for model_id in ids:
+        try:
+            return load_model_spec(model_id, offline=True)
+        except VramguardError:
+            continue
+    return None
+
+
+def spec_for(case: dict, config_dirs=None):
+    """The model from its config.json (`config_dirs`, in order; else the catalog). When the
+    config is the base model's but the case ran a quantized checkpoint whose bit width is
+    stated (`gptq (int8)`), the checkpoint's quantization_config is emulated with that width
+    (what its own config.json would say)."""
+    from vramguard.core.model import QuantSpec
+    spec = _config_spec(case, config_dirs)
+    if spec is None:
         return None
-    path = DATA / "configs" / mc / "config.json"
-    if not path.exists():
-        return None
-    spec = spec_from_config(json.loads(path.read_text()), name=mc)
     qtext = (case.get("quantization") or "").lower()
     bits = re.search(r"\b(?:int|w)(4|8)\b|\b(4|8)-bit\b", qtext)
     if spec.quant is None and bits and _first_word(qtext) in ("gptq", "awq", "compressed-tensors"):
@@ -217,14 +240,15 @@ def naive(spec, s: Settings, gpu: GpuSpec, L: int | None) -> tuple[float, bool]:
 
 # ---- one case ----------------------------------------------------------------------------
 
-def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str) -> dict:
+def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str,
+             config_dirs=None) -> dict:
     rep = case.get("reported") or {}
     row = {"id": case["id"], "version": case.get("vllm_version_pinned"),
            "reported_kv_gib": rep.get("kv_cache_gib"), "outcome": case["outcome"],
            "predicted_kv_gib": None, "predicted_ok": None, "failure": None, "risks": [],
            "naive_kv_gib": None, "naive_ok": None, "error": None}
     try:
-        spec = spec_for(case)
+        spec = spec_for(case, config_dirs)
         gpu = gpu_for(case, gpus)
         if spec is None or gpu is None:
             row["error"] = "no model config" if spec is None else "unknown GPU"
@@ -386,7 +410,11 @@ def _table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=str(DATA / "cases.jsonl"))
-    ap.add_argument("--gpus", default=str(DATA / "gpus.jsonl"))
+    ap.add_argument("--gpus", default=None,
+                    help="GPU list (default: gpus.jsonl next to the cases, else the project's)")
+    ap.add_argument("--configs", default=None,
+                    help="folder of <model_config>/config.json (default: configs/ next to "
+                         "the cases, then the project's; then the embedded catalog)")
     ap.add_argument("--verbose", action="store_true", help="per-case table")
     ap.add_argument("--json", action="store_true", help="rows and summary as JSON")
     ap.add_argument("--no-free", action="store_true",
@@ -394,9 +422,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version-default", default=NEWEST_VERSION,
                     help="version for cases whose version is unknown")
     args = ap.parse_args(argv)
-    gpus = {g["short_name"]: g for g in load_jsonl(Path(args.gpus))}
-    rows = [run_case(c, gpus, use_free=not args.no_free, default_version=args.version_default)
-            for c in load_jsonl(Path(args.cases))]
+    here = Path(args.cases).resolve().parent
+    gpus_file = Path(args.gpus) if args.gpus else next(
+        (p for p in (here / "gpus.jsonl", DATA / "gpus.jsonl") if p.exists()), DATA / "gpus.jsonl")
+    gpus = {g["short_name"]: g for g in load_jsonl(gpus_file)}
+    dirs = [Path(args.configs)] if args.configs else []
+    dirs += [d for d in (here / "configs", DATA / "configs") if d.is_dir() and d not in dirs]
+    rows = [run_case(c, gpus, use_free=not args.no_free, default_version=args.version_default,
+                     config_dirs=dirs) for c in load_jsonl(Path(args.cases))]
     summary = summarize(rows)
     if args.json:
         print(json.dumps({"summary": summary, "cases": rows}, indent=1))

@@ -94,3 +94,36 @@ def test_kv_compared_on_the_rank_whose_line_the_excerpt_shows(bench):
                           (f"(Worker_PP1_TP0 pid=9) {line}", last),
                           (line, p.tightest), ("", p.tightest)):
         assert bench.reported_rank({"raw_log_excerpt": excerpt}, p) is want
+
+
+def test_another_corpus_reads_its_own_configs_and_gpus(bench, tmp_path):
+    """`--cases other/cases.jsonl`: other/configs and other/gpus.jsonl first, then the project's
+    copies, then the embedded catalog by Hugging Face id."""
+    import json
+    import shutil
+    src = json.loads(next(l for l in (bench.DATA / "cases.jsonl").read_text().splitlines()
+                          if '"llmdp-v0190-h100-llama31-8b-tp1"' in l))
+    own = dict(src, id="own-config", model_config="my__renamed-model")
+    (tmp_path / "configs" / "my__renamed-model").mkdir(parents=True)
+    shutil.copy(bench.DATA / "configs" / src["model_config"] / "config.json",
+                tmp_path / "configs" / "my__renamed-model" / "config.json")
+    catalog = dict(src, id="catalog-only", model_config="Qwen__Qwen2.5-7B-Instruct-absent",
+                   model="meta-llama/Llama-3.1-8B-Instruct")
+    unknown = dict(src, id="unknown", model_config="nobody__nothing", model="prose model")
+    (tmp_path / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in (own, catalog,
+                                                                           unknown)) + "\n")
+    shutil.copy(bench.DATA / "gpus.jsonl", tmp_path / "gpus.jsonl")
+    rows = {r["id"]: r for r in _json_rows(bench, ["--cases", str(tmp_path / "cases.jsonl")])}
+    assert rows["own-config"]["predicted_kv_gib"] == pytest.approx(58.08, abs=0.01)
+    assert rows["catalog-only"]["predicted_kv_gib"] == pytest.approx(58.08, abs=0.05)
+    assert rows["unknown"]["error"] == "no model config"
+
+
+def _json_rows(bench, argv):
+    import contextlib
+    import io
+    import json
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bench.main(argv + ["--json"])
+    return json.loads(out.getvalue())["cases"]
