@@ -471,3 +471,18 @@ def test_mamba_models_fall_back_to_v0_until_0_10_2():
             - no_state.tightest.activation.value_bytes) == slot * 256   # 250 -> 256 slots
     assert plan(spec, s, gpu, vllm_version="0.10.2", detail=False).engine == "v1"
     assert plan(spec, s, gpu, vllm_version="0.9.2", engine="v1", detail=False).engine == "v1"
+
+
+def test_nvfp4_kv_cache_is_nine_sixteenths_of_a_byte_per_element():
+    """vLLM's nvfp4 KV cache keeps, per head and side, head/2 bytes of packed 4-bit values and
+    head/16 fp8 block scales (`nvfp4_kv_cache_full_dim`): Qwen3-8B (36 layers x 8 KV heads x
+    (128 + 128)) is 73,728 B/token in fp8 and 73,728 x 9/16 = 41,472 in nvfp4."""
+    from vramguard.core import kv
+    from vramguard.core.rules import resolve_rules
+    from vramguard.sources.resolve import load_model_spec
+    spec = load_model_spec("Qwen/Qwen3-8B", offline=True)
+    rules = resolve_rules("0.33.0")
+    b, name = kv.kv_dtype_bytes(spec, Settings(kv_cache_dtype="nvfp4"), rules, 2)
+    assert (b, name) == (0.5625, "nvfp4")
+    assert spec.kv_bytes_per_token(dtype_bytes=b) == 41_472
+    assert spec.kv_bytes_per_token(dtype_bytes=1) == 73_728

@@ -18,6 +18,7 @@ _FP8 = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
 # packed MLA layouts: bytes per token per layer regardless of the latent size (§4)
 MLA_PACKED_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
 _ATTN = (FULL, SLIDING, CHUNKED, MLA)
+NVFP4_KV_BYTES = 0.5625         # bytes per element of an nvfp4 KV cache (values + scales)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -25,16 +26,19 @@ def cdiv(a: int, b: int) -> int:
 
 
 def kv_dtype_bytes(spec: ModelSpec, settings: Settings, rules: VllmRules,
-                   model_dtype_bytes: int) -> tuple[int, str]:
-    """(bytes per element, effective kv_cache_dtype) - fp8 variants are 1 byte (§4)."""
+                   model_dtype_bytes: int) -> tuple[float, str]:
+    """(bytes per element, effective kv_cache_dtype) - fp8 variants are 1 byte, nvfp4 9/16
+    (§4)."""
     d = (settings.kv_cache_dtype or "auto").lower()
     if d == "auto" and rules.modelopt_kv_auto_fp8 and spec.quant and spec.quant.kv_cache_scheme:
         scheme = spec.quant.kv_cache_scheme.lower()
         d = "fp8" if "fp8" in scheme else ("nvfp4" if "fp4" in scheme else d)
     if d in _FP8 or d == "nvfp4_ds_mla":
         return 1, d
-    if d == "nvfp4":
-        return 1, d        # NOTE: packed 4-bit + scales; counted as 1 B (upper bound)
+    if d.startswith("nvfp4"):
+        # NOTE: per head and side, head/2 bytes of packed 4-bit values + head/16 fp8 block
+        # scales (`nvfp4_kv_cache_full_dim`): 9/16 byte per element.
+        return NVFP4_KV_BYTES, d
     if d in ("bfloat16", "float16", "half", "bf16", "fp16"):
         return 2, d
     if d in ("float32", "float", "fp32"):

@@ -79,8 +79,9 @@ class AttentionSpec:
     compress_ratio: int = 0                # CSA: tokens per compressed entry (0/1: none)
     indexer_head_dim: int = 0              # CSA: indexer key size (ratio-4 layers)
 
-    def kv_bytes_per_token(self, tp: int, dtype_bytes: int) -> int:
-        """KV bytes one token costs in this layer on one TP rank (0 for MAMBA/NONE).
+    def kv_bytes_per_token(self, tp: int, dtype_bytes: float) -> int:
+        """KV bytes one token costs in this layer on one TP rank (0 for MAMBA/NONE);
+        `dtype_bytes` per element (9/16 for nvfp4).
 
         NOTE: when TP > KV heads vLLM replicates one head per rank (max(1, H_kv // tp));
         MLA's latent is replicated on every rank, so it does not shrink with TP.
@@ -88,10 +89,11 @@ class AttentionSpec:
         if self.kind in (FULL, SLIDING, CHUNKED):
             heads = max(1, (self.num_kv_heads or 0) // tp)
             v_dim = self.v_head_dim if self.v_head_dim is not None else self.head_dim
-            return heads * ((self.head_dim or 0) + (v_dim or 0)) * dtype_bytes
+            # NOTE: int(): 9/16-byte elements (nvfp4) are whole bytes per 16-element head
+            return int(heads * ((self.head_dim or 0) + (v_dim or 0)) * dtype_bytes)
         if self.kind == MLA:
-            return (((self.mla_kv_lora_rank or 0) + (self.mla_rope_head_dim or 0)) * dtype_bytes
-                    + self.indexer_bytes_per_token)
+            return int(((self.mla_kv_lora_rank or 0) + (self.mla_rope_head_dim or 0)) * dtype_bytes
+                       + self.indexer_bytes_per_token)
         if self.kind == CSA and self.compress_ratio > 1:
             # NOTE: the compressed latent (and indexer keys) per token of context; the
             # sliding-window cache and compressor states do not grow with the context.
