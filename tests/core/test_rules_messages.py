@@ -142,7 +142,10 @@ def test_v1_falls_back_to_v0_below_cc80_in_08_to_010():
     ("0.8.0", "H100-80GB", "llm", (16384, 1024)), ("0.8.2", "L4", "serve", (2048, 256)),
     ("0.8.5", "A100-80GB", "serve", (8192, 1024)), ("0.9.0", "A100-80GB", "serve", (2048, 256)),
     ("0.19.0", "H100-80GB", "serve", (8192, 1024)), ("0.28.0", "B200", "serve", (16384, 1024)),
-    ("0.28.0", "GB10", "serve", (8192, 1024)), ("0.33.0", "GB10", "serve", (2048, 256)),
+    # GB10: NVML has no memory query there; up to 0.32 the query raised -> "memory 0" -> the
+    # small tier (0.11 / 0.13 logs print max_num_batched_tokens=2048); 0.33 excludes it
+    ("0.11.0", "GB10", "serve", (2048, 256)), ("0.28.0", "GB10", "serve", (2048, 256)),
+    ("0.33.0", "GB10", "serve", (2048, 256)), ("0.28.0", "GH200", "serve", (8192, 1024)),
     ("0.33.0", "H200", "llm", (16384, 1024)), ("0.33.0", "RTX-4090", "serve", (2048, 256)),
 ])
 def test_scheduler_defaults(version, gpu, entry, expect):

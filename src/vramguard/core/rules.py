@@ -410,12 +410,17 @@ def with_overrides(rules: VllmRules, **changes) -> VllmRules:
 # ---- scheduler defaults (§9) -------------------------------------------------------------
 # key -> tiers, first match wins: (min total GiB, name must contain any of, name must not
 # contain any of, serve tokens, LLM-class tokens, max_num_seqs)
+# NOTE: GB10 (DGX Spark) takes the small tier in every release: NVML has no device-memory
+# query on this integrated part, so up to 0.32 `get_device_total_memory` raised and the
+# defaults fell back to "device memory 0" (engine/arg_utils.py); 0.33 reads the total from
+# CUDA but excludes GB10 by its compute capability 12.1 (`is_gb10`). Logs of 0.11 and 0.13
+# containers on GB10 print max_num_batched_tokens=2048.
 SCHED_DEFAULTS: dict[str, tuple[tuple[float, tuple[str, ...], tuple[str, ...], int, int, int], ...]] = {
     "v1_080": ((0, ("h100", "h200"), (), 8192, 16384, 1024), (0, (), (), 2048, 8192, 1024)),
     "v1_081": ((0, ("h100", "h200"), (), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
-    "v1_085": ((70, (), (), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
-    "v1_090": ((70, (), ("a100",), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
-    "v1_028": ((160, (), (), 16384, 16384, 1024), (70, (), ("a100",), 8192, 16384, 1024),
+    "v1_085": ((70, (), ("gb10",), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
+    "v1_090": ((70, (), ("a100", "gb10"), 8192, 16384, 1024), (0, (), (), 2048, 8192, 256)),
+    "v1_028": ((160, (), (), 16384, 16384, 1024), (70, (), ("a100", "gb10"), 8192, 16384, 1024),
                (0, (), (), 2048, 8192, 256)),
     "v1_033": ((160, (), (), 16384, 16384, 1024), (70, (), ("a100", "gb10"), 8192, 16384, 1024),
                (0, (), (), 2048, 8192, 256)),
