@@ -336,7 +336,7 @@ def test_mamba_align_mode_holds_one_more_block_per_group():
     for k, per_group in ((0, 2), (2, 4)):
         lay = kv.build_layout(spec, Settings(num_speculative_tokens=k), rules, (0, 48),
                               kv_bytes=2, mamba_bytes=2, block_size=16, engine="v1",
-                              max_num_batched_tokens=8192, mamba_align=True)
+                              max_num_batched_tokens=8192, mamba_mode="align")
         L = 544 * 10
         assert lay.blocks_per_request(L) == 10 + 3 * per_group
 
@@ -486,3 +486,30 @@ def test_nvfp4_kv_cache_is_nine_sixteenths_of_a_byte_per_element():
     assert (b, name) == (0.5625, "nvfp4")
     assert spec.kv_bytes_per_token(dtype_bytes=b) == 41_472
     assert spec.kv_bytes_per_token(dtype_bytes=1) == 73_728
+
+
+def test_mamba_cache_mode_by_model_and_version():
+    """Prefix caching on a Mamba/linear-attention model (0.15+; on by default for hybrids
+    from 0.28): 'align' for Gated DeltaNet & co, 'all' for the Mamba family (NemotronH,
+    Jamba, Falcon-H1, ...), whose requests then hold cdiv(L, block) Mamba blocks per group."""
+    from dataclasses import replace
+    from vramguard.core.stage_terms import mamba_cache_mode
+    gdn = qwen3_next_kv_only()
+    nemo = replace(gdn, architecture="NemotronHForCausalLM")
+    on, off, unset = (Settings(enable_prefix_caching=v) for v in (True, False, None))
+    R = resolve_rules
+    assert [mamba_cache_mode(gdn, s, R("0.24.0")) for s in (on, off, unset)] == [
+        "align", "none", "none"]
+    assert [mamba_cache_mode(gdn, s, R("0.28.0")) for s in (on, off, unset)] == [
+        "align", "none", "align"]
+    assert mamba_cache_mode(gdn, on, R("0.14.0")) == "none"
+    assert mamba_cache_mode(nemo, unset, R("0.30.0")) == "all"
+    from vramguard.sources.resolve import load_model_spec
+    pure = load_model_spec("tiiuae/falcon-mamba-7b", offline=True)     # attention-free
+    assert mamba_cache_mode(pure, unset, R("0.30.0")) == "none"
+    rules = R("0.30.0")
+    lay = kv.build_layout(nemo, unset, rules, (0, 48), kv_bytes=2, mamba_bytes=2, block_size=16,
+                          engine="v1", max_num_batched_tokens=8192, mamba_mode="all")
+    L = lay.block_size * 10
+    # 1 full-attention group + 3 Mamba groups, each cdiv(L, block) = 10 blocks
+    assert lay.blocks_per_request(L) == 10 + 3 * 10

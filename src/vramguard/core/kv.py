@@ -58,6 +58,7 @@ class KvGroup:
     # tokens per block where it differs from the layout's: a layer kind with a smaller page
     # per token holds more tokens in the unified page (unify_kv_cache_spec_page_size)
     block_size: int | None = None
+    extra_blocks: int = 0         # blocks beyond the length's (mamba "all": speculative ones)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def _group_blocks(g: KvGroup, L: int, b: int, inflight: int) -> int:
         return cdiv(min(g.window_tokens - 1 + inflight, L), b) + 1
     if g.kind == CHUNKED and g.window_tokens:
         return cdiv(min(g.window_tokens + inflight, L), b)
-    return cdiv(L, b)
+    return cdiv(L, b) + g.extra_blocks
 
 
 def default_block_size(spec: ModelSpec, settings: Settings, rules: VllmRules, *,
@@ -201,14 +202,14 @@ def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_ra
                  *, kv_bytes: int, mamba_bytes: int, block_size: int, engine: str,
                  max_num_batched_tokens: int, async_scheduling: bool = False,
                  v2_runner: bool = False, kernel_alignment: int = 16,
-                 kv_dtype_name: str = "auto", mamba_align: bool = False,
+                 kv_dtype_name: str = "auto", mamba_mode: str = "none",
                  mla_align_elems: int = 0) -> KvLayout:
     """The KV layout of one worker holding `layer_range` at TP `settings.tensor_parallel_size`
     (`layout_shape` with the in-flight tokens of `inflight_tokens`)."""
     shape = layout_shape(spec, settings, rules, layer_range, kv_bytes=kv_bytes,
                          mamba_bytes=mamba_bytes, block_size=block_size, engine=engine,
                          kernel_alignment=kernel_alignment, kv_dtype_name=kv_dtype_name,
-                         mamba_align=mamba_align, mla_align_elems=mla_align_elems)
+                         mamba_mode=mamba_mode, mla_align_elems=mla_align_elems)
     return with_inflight(shape, inflight_tokens(rules, settings, max_num_batched_tokens,
                                                 async_scheduling, v2_runner))
 
@@ -237,15 +238,16 @@ def attention_runs(spec: ModelSpec,
 def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                  layer_range: tuple[int, int], *, kv_bytes: int, mamba_bytes: int,
                  block_size: int, engine: str, kernel_alignment: int = 16,
-                 kv_dtype_name: str = "auto", runs=None, mamba_align: bool = False,
+                 kv_dtype_name: str = "auto", runs=None, mamba_mode: str = "none",
                  mla_align_elems: int = 0) -> KvLayout:
     """`build_layout` without the in-flight tokens (I = 0; `with_inflight` sets it): the
     block size, groups and pages depend on neither the batched tokens nor PP's batches.
 
-    `runs`: `attention_runs(spec, layer_range)` when the caller has it. `mamba_align`:
-    mamba_cache_mode "align" (prefix caching on a hybrid model): a request holds one more
-    block per Mamba group. `mla_align_elems`: MLA entries rounded up to a multiple of this
-    many elements (v0 0.7.2-0.7.3 on CUDA)."""
+    `runs`: `attention_runs(spec, layer_range)` when the caller has it. `mamba_mode`:
+    vLLM's mamba_cache_mode with prefix caching on a hybrid model ("align": a request holds one
+    more block per Mamba group; "all": a Mamba state per block of the sequence, like full
+    attention; `stage_terms.mamba_cache_mode`). `mla_align_elems`: MLA entries rounded up to a
+    multiple of this many elements (v0 0.7.2-0.7.3 on CUDA)."""
     tp = settings.tensor_parallel_size
     if runs is None:
         runs = attention_runs(spec, layer_range)
@@ -321,15 +323,19 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     group_size = hi if hi < lo * 1.25 else lo
     groups: list[KvGroup] = []
     padding = 0
-    mamba_blocks = 1 + spec_blocks + (1 if mamba_align and n_attn else 0)
+    mamba_blocks = 1 + spec_blocks + (1 if mamba_mode == "align" and n_attn else 0)
+    # NOTE: "all" (MambaSpec.max_memory_usage_bytes): cdiv(L, block) + speculative blocks, the
+    # Mamba block being the (unified) attention block size.
+    per_block_mamba = mamba_mode == "all" and bool(n_attn)
     for (kind, window), n in kinds.items():
         num = cdiv(n, group_size)
         padding += num * group_size - n
-        fixed = mamba_blocks if kind == MAMBA else None
+        fixed = mamba_blocks if kind == MAMBA and not per_block_mamba else None
+        extra = spec_blocks if kind == MAMBA and per_block_mamba else 0
         gb = _unified_block_size(b, per_layer_bpt, kind_bpt.get((kind, window), 0))
         for i in range(num):
             real = min(group_size, n - i * group_size)
-            groups.append(KvGroup(kind, real, group_size, window, fixed, gb))
+            groups.append(KvGroup(kind, real, group_size, window, fixed, gb, extra))
     unit_page = max(b * per_layer_bpt, mamba_page)
     page = unit_page * group_size
     return KvLayout(block_size=b, page_size_bytes=page, bytes_per_token=attn_bpt,

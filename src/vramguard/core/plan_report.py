@@ -16,8 +16,8 @@ from ._frozen import maker, replacer
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .model import CHUNKED, CSA, MAMBA, SLIDING
-from .stage_terms import (async_scheduling, custom_all_reduce_in_n, sampler_copies,
-                          v0_mamba_slot_bytes, v0_mamba_slots)
+from .stage_terms import (async_scheduling, custom_all_reduce_in_n, mamba_cache_mode,
+                          sampler_copies, v0_mamba_slot_bytes, v0_mamba_slots)
 from .weights import runtime_dtype_bytes
 
 __all__ = ["PlanReport"]
@@ -253,18 +253,8 @@ class PlanReport:
         """Why a request holds the blocks it does, where a version rule decides it."""
         kinds = {g.kind for g in layout.groups}
         rules, s, out = self.rules, self.s, []
-        if MAMBA in kinds and len(kinds) > 1 and rules.hybrid_prefix_caching_default:
-            if s.enable_prefix_caching is False:
-                out.append("Prefix caching off: 1 block per Mamba group per request "
-                           "(mamba_cache_mode 'none').")
-            else:
-                out.append("Prefix caching on (vLLM's default for hybrid models from 0.28): "
-                           "mamba_cache_mode 'align' keeps 2 blocks per Mamba group per request "
-                           "(+1 per speculative token); --no-enable-prefix-caching keeps 1.")
-        elif MAMBA in kinds and len(kinds) > 1 and s.enable_prefix_caching:
-            out.append("Not modeled: --enable-prefix-caching with a hybrid model before 0.28 "
-                       "(vLLM picks mamba_cache_mode 'all' or 'align' by model, so a request "
-                       "may hold more Mamba blocks than counted here).")
+        if MAMBA in kinds and len(kinds) > 1:
+            out += self._mamba_mode_notes()
         windowed = any(g.window_tokens for g in layout.groups if g.kind in (SLIDING, CHUNKED))
         if windowed and rules.sliding_inflight == "batched_x_batches":
             tokens = self.eff.values["max_num_batched_tokens"]
@@ -279,6 +269,29 @@ class PlanReport:
             out.append("MLA cache entries are padded to 256 bytes in this version "
                        "(VLLM_CUDA_MEM_ALIGN_KV_CACHE=0 turns it off).")
         return out
+
+    def _mamba_mode_notes(self) -> list[str]:
+        """How prefix caching sets the Mamba groups' blocks per request (stage_terms)."""
+        rules, s = self.rules, self.s
+        mode = mamba_cache_mode(self.spec, s, rules)
+        why = ("vLLM's default for hybrid models from 0.28" if s.enable_prefix_caching is None
+               else "--enable-prefix-caching")
+        if mode == "align":
+            return [f"Prefix caching on ({why}): mamba_cache_mode 'align' keeps 2 blocks per "
+                    "Mamba group per request (+1 per speculative token); "
+                    "--no-enable-prefix-caching keeps 1."]
+        if mode == "all":
+            return [f"Prefix caching on ({why}): {self.spec.architecture} caches its Mamba "
+                    "state per block (mamba_cache_mode 'all'): a request holds a Mamba block "
+                    "per block of its length in each Mamba group; --no-enable-prefix-caching "
+                    "keeps 1."]
+        if s.enable_prefix_caching is False and rules.hybrid_prefix_caching_default:
+            return ["Prefix caching off: 1 block per Mamba group per request "
+                    "(mamba_cache_mode 'none')."]
+        if s.enable_prefix_caching and not rules.mamba_cache_modes:
+            return ["Not modeled: --enable-prefix-caching with a hybrid model before 0.15 "
+                    "(no mamba_cache_mode yet)."]
+        return []
 
     def _csa_notes(self, layout) -> list[str]:
         """DeepSeek-V4's grouping (core/kv_csa.py) and its KV dtype before 0.30."""

@@ -81,6 +81,9 @@ class VllmRules:
     # "align": a request holds 2 + k blocks per Mamba group instead of 1 + k
     # (engine/arg_utils.py, models/config.py, MambaSpec.max_memory_usage_bytes)
     hybrid_prefix_caching_default: bool = False
+    # 0.15+: prefix caching on a Mamba/linear-attention model picks a mamba_cache_mode by model
+    # ("align" unless the model caches Mamba state per block, "all"; stage_terms)
+    mamba_cache_modes: bool = False
     null_block_in_check: bool = False        # 0.29+: avail = K - P
     override_before_check: bool = False      # 0.22+: num_gpu_blocks_override applied first
     tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.22+)
@@ -244,6 +247,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "gib_two_decimals": False}, "ceil(u*T); messages via round() (§1a, §10)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
+    ("0.15.0", "v1", {"mamba_cache_modes": True},
+     "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
+     "(config/cache.py, models/config.py MambaModelConfig)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
     ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,

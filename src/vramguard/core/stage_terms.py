@@ -86,9 +86,10 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
                    and spec.architecture == "GptOssForCausalLM" else None)
-    # NOTE: prefix caching on a hybrid model turns on mamba_cache_mode "align" (0.28+ by
-    # default); v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the model dtype on CUDA.
-    mamba_align = rules.hybrid_prefix_caching_default and s.enable_prefix_caching is not False
+    # NOTE: prefix caching on a hybrid model sets a mamba_cache_mode ("align" or "all" by
+    # model; on by default from 0.28); v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the
+    # model dtype on CUDA.
+    mamba_mode = mamba_cache_mode(spec, s, rules)
     mla_align = (rules.v0_mla_align_bytes // dtype_b if rules.v0_mla_align_bytes
                  and gpu.vendor == "nvidia" and device == "cuda" else 0)
     out = []
@@ -104,7 +105,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
                                    block_size=block, engine=rules.engine, kv_dtype_name=kv_name,
-                                   mamba_align=mamba_align, mla_align_elems=mla_align)
+                                   mamba_mode=mamba_mode, mla_align_elems=mla_align)
         out.append((r, rng, w_est, n_est, shape,
                     v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = 1 if s.enable_expert_parallel else tp
@@ -201,6 +202,30 @@ def v0_mamba_slots(rules: VllmRules, max_num_seqs: int, eager: bool) -> int:
     # NOTE: the largest batch size captured is 8,192 (more sequences are capped to it).
     return next((b for b in (1, 2, 4) if max_num_seqs <= b),
                 min(-(-max_num_seqs // 8) * 8, V0_MAX_CAPTURE))
+
+
+# NOTE: models whose Mamba layers support prefix caching at every block ("all" mode, vLLM
+# `SupportsMambaPrefixCaching`, 0.26: mamba, mamba2, jamba, zamba2, nemotron_h,
+# granitemoehybrid, falcon_h1); the others (Gated DeltaNet, linear attention) get "align".
+MAMBA_ALL_MODE_ARCHS = frozenset({
+    "MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM", "Zamba2ForCausalLM",
+    "NemotronHForCausalLM", "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM"})
+
+
+def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
+    """vLLM's `mamba_cache_mode` ("none" | "align" | "all") with prefix caching on a model with
+    Mamba / linear-attention layers (models/config.py `MambaModelConfig`, 0.15+): prefix
+    caching is the user's flag, on by default for hybrid models from 0.28."""
+    if not rules.mamba_cache_modes or MAMBA not in spec.attention_kinds():
+        return "none"
+    on = s.enable_prefix_caching
+    if on is None:
+        # NOTE: the default covers hybrids only (attention-free models default off:
+        # ModelConfig.is_prefix_caching_supported).
+        on = rules.hybrid_prefix_caching_default and spec.is_hybrid
+    if not on:
+        return "none"
+    return "all" if spec.architecture in MAMBA_ALL_MODE_ARCHS else "align"
 
 
 def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
