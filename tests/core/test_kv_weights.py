@@ -504,6 +504,7 @@ def test_mamba_cache_mode_by_model_and_version():
         "align", "none", "align"]
     assert mamba_cache_mode(gdn, on, R("0.14.0")) == "none"
     assert mamba_cache_mode(nemo, unset, R("0.30.0")) == "all"
+    assert mamba_cache_mode(nemo, unset, R("0.33.0")) == "align"     # 0.33: align for all
     from vramguard.sources.resolve import load_model_spec
     pure = load_model_spec("tiiuae/falcon-mamba-7b", offline=True)     # attention-free
     assert mamba_cache_mode(pure, unset, R("0.30.0")) == "none"

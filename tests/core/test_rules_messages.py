@@ -67,7 +67,8 @@ ROWS = {
     ("0.14.0", "v1"): dict(async_scheduling_default=True, profile_sampler_copies=8.0, request_ceil=True, msg_free_memory="device", msg_fit="v1_014",
                            auto_fit=True, log_weights="model_s", log_available="avail_s",
                            gib_two_decimals=False, graph_budget="headroom"),
-    ("0.15.0", "v1"): dict(mamba_cache_modes=True, hybrid_prefix_caching_default=False),
+    ("0.15.0", "v1"): dict(mamba_cache_modes=True, mamba_all_mode=True,
+                           hybrid_prefix_caching_default=False),
     ("0.17.0", "v1"): dict(profile_sampler_copies=2.1, graph_budget="headroom"),
     ("0.18.0", "v1"): dict(graph_budget="estimated", profile_assert_ge=True, default_util=0.9,
                            online_fp8_bf16_load_peak=True, allreduce_in_n="graph_probe"),
@@ -89,7 +90,8 @@ ROWS = {
                            csa_auto_kv_ok=True),
     ("0.32.0", "v1"): dict(cublas_before_snapshot=False),
     ("0.33.0", "v1"): dict(cublas_before_snapshot=True, modelopt_kv_auto_fp8=True,
-                           sched_defaults="v1_033", sched_clamp_by_len=True),
+                           sched_defaults="v1_033", sched_clamp_by_len=True,
+                           mamba_all_mode=False),
 }
 
 

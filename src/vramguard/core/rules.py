@@ -84,6 +84,10 @@ class VllmRules:
     # 0.15+: prefix caching on a Mamba/linear-attention model picks a mamba_cache_mode by model
     # ("align" unless the model caches Mamba state per block, "all"; stage_terms)
     mamba_cache_modes: bool = False
+    # 0.15-0.32: models that cache Mamba state per block (SupportsMambaPrefixCaching: mamba,
+    # mamba2, jamba, zamba2, nemotron_h, granitemoehybrid, falcon_h1) get mode "all"; 0.33
+    # defaults every model to "align" (MambaModelConfig)
+    mamba_all_mode: bool = False
     null_block_in_check: bool = False        # 0.29+: avail = K - P
     override_before_check: bool = False      # 0.22+: num_gpu_blocks_override applied first
     tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.22+)
@@ -247,7 +251,7 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "gib_two_decimals": False}, "ceil(u*T); messages via round() (§1a, §10)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
-    ("0.15.0", "v1", {"mamba_cache_modes": True},
+    ("0.15.0", "v1", {"mamba_cache_modes": True, "mamba_all_mode": True},
      "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
      "(config/cache.py, models/config.py MambaModelConfig)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
@@ -278,6 +282,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033", "sched_clamp_by_len": True}, "§1a, §4, §9"),
+    ("0.33.0", "v1", {"mamba_all_mode": False},
+     "prefix caching puts every Mamba/linear-attention model in mamba_cache_mode 'align' "
+     "(models/config.py MambaModelConfig)"),
 )
 
 # The last release of the v0 engine (removed in 0.11.0).

@@ -205,8 +205,9 @@ def v0_mamba_slots(rules: VllmRules, max_num_seqs: int, eager: bool) -> int:
 
 
 # NOTE: models whose Mamba layers support prefix caching at every block ("all" mode, vLLM
-# `SupportsMambaPrefixCaching`, 0.26: mamba, mamba2, jamba, zamba2, nemotron_h,
-# granitemoehybrid, falcon_h1); the others (Gated DeltaNet, linear attention) get "align".
+# `SupportsMambaPrefixCaching` in 0.26-0.32: mamba, mamba2, jamba, zamba2, nemotron_h,
+# granitemoehybrid, falcon_h1; 0.19 also bamba); the others (Gated DeltaNet, linear
+# attention) get "align", and from 0.33 every model does (`rules.mamba_all_mode`).
 MAMBA_ALL_MODE_ARCHS = frozenset({
     "MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM", "Zamba2ForCausalLM",
     "NemotronHForCausalLM", "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM"})
@@ -225,7 +226,7 @@ def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
         on = rules.hybrid_prefix_caching_default and spec.is_hybrid
     if not on:
         return "none"
-    return "all" if spec.architecture in MAMBA_ALL_MODE_ARCHS else "align"
+    return "all" if rules.mamba_all_mode and spec.architecture in MAMBA_ALL_MODE_ARCHS else "align"
 
 
 def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
