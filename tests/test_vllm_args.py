@@ -105,6 +105,11 @@ def test_speculative_forms():
     assert s("--speculative-config.num_speculative_tokens", "3").num_speculative_tokens == 3
     assert s("--speculative_config={\"num_speculative_tokens\": 2}").num_speculative_tokens == 2
     assert s("--num-speculative-tokens", "4").num_speculative_tokens == 4
+    ng = s("--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}')
+    assert (ng.num_speculative_tokens, ng.speculative_method) == (3, "ngram")
+    dotted = s("--speculative-config.method", "mtp",
+               "--speculative-config.num_speculative_tokens", "2")
+    assert (dotted.num_speculative_tokens, dotted.speculative_method) == (2, "mtp")
 
 
 def test_ignored_flags_are_accepted():

@@ -377,6 +377,11 @@ def test_rejection_sampler_in_the_profile_run_with_speculative_decoding():
     for version in ("0.20.0", "0.28.0"):            # hybrid: still the v1 runner up to 0.28
         assert sampler(version, k2) - sampler(version, base) == logits(7.0) - logits(2.1)
     assert sampler("0.29.0", k2) == sampler("0.29.0", base)          # Model Runner V2
+    # n-gram, draft models, suffix, Medusa, MLP speculators run on the v1 runner (0.30
+    # `_get_v2_model_runner_unsupported_features`): its rejection sampler is back
+    ngram = k2.with_(speculative_method="ngram")
+    assert sampler("0.29.0", ngram) - sampler("0.29.0", base) == logits(7.0) - logits(2.1)
+    assert sampler("0.29.0", k2.with_(speculative_method="mtp")) == sampler("0.29.0", base)
     dense8b = llama31_8b()
     assert sampler("0.24.0", k2, dense8b) > sampler("0.24.0", base, dense8b)
     assert sampler("0.25.0", k2, dense8b) == sampler("0.25.0", base, dense8b)

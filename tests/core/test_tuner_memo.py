@@ -78,6 +78,7 @@ def random_settings(rng: random.Random) -> Settings:
                          ("disable_sliding_window", (True,)),
                          ("disable_hybrid_kv_cache_manager", (True,)),
                          ("num_speculative_tokens", (0, 3)),
+                         ("speculative_method", ("mtp", "ngram")),
                          ("enable_lora", (True,)),
                          ("max_loras", (1, 4)),
                          ("max_lora_rank", (8, 64)),

@@ -110,7 +110,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                     v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = 1 if s.enable_expert_parallel else tp
     return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, fixed_sizes,
-                                 async_scheduling(spec, s, rules), _model_runner_v2(spec, rules))
+                                 async_scheduling(spec, s, rules), _model_runner_v2(spec, s, rules))
 
 
 def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
@@ -168,7 +168,7 @@ def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules) -> float:
     warm-up): with speculative decoding the v1 runner also runs the rejection sampler
     (rules.py); Model Runner V2 profiles the plain sampler only."""
     copies = rules.profile_sampler_copies
-    if s.num_speculative_tokens > 0 and not _model_runner_v2(spec, rules):
+    if s.num_speculative_tokens > 0 and not _model_runner_v2(spec, s, rules):
         copies = max(copies, rules.spec_sampler_copies)
     return copies
 
@@ -239,7 +239,19 @@ def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
     return rules.async_scheduling_default and not spec.is_encoder_only
 
 
-def _model_runner_v2(spec: ModelSpec, rules: VllmRules) -> bool:
+# NOTE: speculative methods Model Runner V2 does not run: vLLM falls back to the V1 runner
+# (config/vllm.py `_get_v2_model_runner_unsupported_features`, 0.30), as for
+# mamba_cache_mode "all".
+_V1_RUNNER_SPEC_METHODS = frozenset({"ngram", "ngram_gpu", "draft_model", "suffix", "medusa",
+                                     "mlp_speculator", "custom_class"})
+
+
+def _model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
+    if rules.model_runner_v2 == "none":
+        return False
+    if (s.num_speculative_tokens and s.speculative_method in _V1_RUNNER_SPEC_METHODS) \
+            or mamba_cache_mode(spec, s, rules) == "all":
+        return False
     if rules.model_runner_v2 == "all":
         return True
     return rules.model_runner_v2 == "dense" and not spec.is_hybrid and spec.moe is None

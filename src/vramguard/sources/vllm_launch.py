@@ -168,9 +168,9 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None) -> li
         if name == "max_model_len" and settings.max_model_len_auto:
             values["--max-model-len"] = "auto"
         elif name == "num_speculative_tokens":
-            n = settings.num_speculative_tokens
-            values["--speculative-config"] = (json.dumps({"num_speculative_tokens": n})
-                                              if n else None)
+            n, method = settings.num_speculative_tokens, settings.speculative_method
+            conf = ({"method": method} if method else {}) | {"num_speculative_tokens": n}
+            values["--speculative-config"] = json.dumps(conf) if n else None
         else:
             values[FIELD_TO_FLAG.get(name, "--" + name.replace("_", "-"))] = \
                 getattr(settings, name)

@@ -104,23 +104,33 @@ def _max_model_len(flag: str, value: object, spec: _Flag) -> dict:
     return {"max_model_len": n, "max_model_len_auto": False}
 
 
-def _speculative(flag: str, value: object) -> int:
+def _speculative(flag: str, value: object) -> dict:
+    """`--speculative-config` JSON -> the number of speculative tokens and the method."""
     if isinstance(value, str):
         text = value.strip()
         if text in ("", "None", "null"):
-            return 0
+            return {"num_speculative_tokens": 0, "speculative_method": None}
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
             raise _bad(flag, value, 'a JSON object such as \'{"method": "ngram", '
                                     '"num_speculative_tokens": 3}\'') from None
     if value is None:
-        return 0
+        return {"num_speculative_tokens": 0, "speculative_method": None}
     if not isinstance(value, dict):
         raise _bad(flag, value, "a JSON object")
-    n = value.get("num_speculative_tokens", 0)
-    return _to_int(flag + ".num_speculative_tokens", n if n is not None else 0,
-                   _Flag("num_speculative_tokens", POS_INT, 0, 1024), human=False)
+    out: dict = {}
+    if "num_speculative_tokens" in value or "method" not in value:
+        n = value.get("num_speculative_tokens", 0)
+        out["num_speculative_tokens"] = _to_int(
+            flag + ".num_speculative_tokens", n if n is not None else 0,
+            _Flag("num_speculative_tokens", POS_INT, 0, 1024), human=False)
+    if "method" in value:
+        # NOTE: the method decides the model runner from 0.25 (n-gram, draft models and a
+        # few others run on the V1 runner); dotted flags set one key at a time.
+        method = value["method"]
+        out["speculative_method"] = str(method).strip().lower() if method else None
+    return out
 
 
 def convert_value(flag: str, value: object, notes: list[str] | None = None) -> dict:
@@ -149,7 +159,7 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
             raise _bad(flag, value, "one of " + ", ".join(spec.choices) + hint)
         return {spec.field: text}
     if kind == JSON:
-        return {spec.field: _speculative(flag, value)}
+        return _speculative(flag, value)
     # STR
     text = str(value).strip()
     if spec.field == "quantization":
