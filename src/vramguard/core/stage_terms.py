@@ -217,7 +217,8 @@ def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
     """vLLM's `mamba_cache_mode` ("none" | "align" | "all") with prefix caching on a model with
     Mamba / linear-attention layers (models/config.py `MambaModelConfig`, 0.15+): prefix
     caching is the user's flag, on by default for hybrid models from 0.28."""
-    if not rules.mamba_cache_modes or MAMBA not in spec.attention_kinds():
+    # NOTE: `_memo.has_mamba` (once per model): this runs for every family of a search
+    if not rules.mamba_cache_modes or not _memo.has_mamba(spec):
         return "none"
     on = s.enable_prefix_caching
     if on is None:
