@@ -51,6 +51,11 @@ def _load(url: str, n: int, prompt_tokens: int, max_tokens: int, errors: list,
     return threads
 
 
+def _full_pool_seen(window) -> bool:
+    return any(s.endpoints[0].ok and s.endpoints[0].to_dict()["kv_cache_usage"] >= 0.999
+               for s in window)
+
+
 def test_pressure_metrics_and_alerts(vllm_kv_pressure):
     from vramguard.monitor.rules import RuleConfig, evaluate
     from vramguard.monitor.sampler import Sampler
@@ -64,12 +69,18 @@ def test_pressure_metrics_and_alerts(vllm_kv_pressure):
     # keep the pool full for many seconds with few HTTP requests in flight, so slow scrapes
     # on busy cores still see the peak.
     threads = _load(vllm_kv_pressure.url, 4, 100, 150, errors, rounds=6)
-    deadline = time.monotonic() + 120
-    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
         window.append(sampler.sample_once())
+        if not any(t.is_alive() for t in threads):
+            if _full_pool_seen(window):
+                break
+            # NOTE: on busy cores a scrape can take seconds and miss the whole burst: keep the
+            # pool under pressure (another burst) until one scrape sees it full.
+            threads = _load(vllm_kv_pressure.url, 4, 100, 150, errors, rounds=6)
         time.sleep(0.02)
     for t in threads:
-        t.join(timeout=10)
+        t.join(timeout=120)
     window.append(sampler.sample_once())
     sampler.close()
     assert not errors
