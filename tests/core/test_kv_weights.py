@@ -514,3 +514,24 @@ def test_mamba_cache_mode_by_model_and_version():
     L = lay.block_size * 10
     # 1 full-attention group + 3 Mamba groups, each cdiv(L, block) = 10 blocks
     assert lay.blocks_per_request(L) == 10 + 3 * 10
+
+
+def test_init_buffers_sized_by_the_batched_tokens_count_as_weights():
+    """From 0.10.2 the multimodal Gemma-3n/4 classes allocate their per-layer-embedding input
+    buffer at init, (max_num_batched_tokens, layers, per-layer dim) in the model dtype, and
+    DSA models (DeepSeek-V3.2, GLM-5) a (max_num_batched_tokens, index_topk) int32 top-k
+    buffer: both inside vLLM's weights measurement, on every rank."""
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.sources.resolve import load_model_spec
+    gemma = load_model_spec("google/gemma-4-E2B-it", offline=True)      # 35 layers x 256
+    glm = load_model_spec("zai-org/GLM-5.2", offline=True)              # index_topk 2048
+    h100, b200 = lookup_gpu("H100-80GB"), lookup_gpu("B200")
+
+    def w(spec, gpu, tokens, version="0.30.0", **kw):
+        s = Settings(max_num_batched_tokens=tokens, max_model_len=4096, **kw)
+        return plan(spec, s, gpu, vllm_version=version).tightest.weights.value_bytes
+
+    assert w(gemma, h100, 16384) - w(gemma, h100, 8192) == 8192 * 35 * 256 * 2
+    assert w(glm, b200, 8192, tensor_parallel_size=8) - w(glm, b200, 2048,
+                                                          tensor_parallel_size=8) == 6144 * 2048 * 4
+    assert w(gemma, h100, 16384, "0.10.1") == w(gemma, h100, 8192, "0.10.1")

@@ -261,6 +261,11 @@ class ModelSpec:
     mtp_params: int = 0                  # MTP / next-token-prediction layers in the checkpoint:
                                          # not loaded unless speculative decoding uses them
     mtp_layers: int = 0                  # how many MTP layers (0: unknown or none)
+    # per batched token, what the model allocates at init, inside vLLM's weights measurement
+    # (x max_num_batched_tokens): fixed bytes (the DSA top-k index buffer, int32) and elements
+    # of the model dtype (the Gemma-3n/4 per-layer-embedding input buffer)
+    token_buffer_bytes: int = 0
+    token_buffer_elems: int = 0
 
     # ---- parameter counts -------------------------------------------------------------
     def num_params(self) -> int:

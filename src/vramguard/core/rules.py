@@ -102,6 +102,10 @@ class VllmRules:
     # Qwen2/2.5-VL's worst-case video then grows with the length (gpu_model_runner
     # `_get_mm_dummy_batch`, multimodal/registry.py `get_dummy_mm_inputs`)
     mm_dummy_at_max_len: bool = False
+    # 0.10.2+: buffers sized by max_num_batched_tokens allocated at model init, inside the
+    # weights measurement (ModelSpec.token_buffer_*: Gemma-3n/4 per-layer embeddings,
+    # gemma3n_mm.py 0.10.2; the DSA top-k index buffer, deepseek_v2.py 0.11)
+    init_token_buffers: bool = False
     # DeepSeek-V4 (CSA) KV-cache grouping (core/kv_csa.py; kv_cache_utils.py): "padded" (0.26:
     # sliding pages padded to a full-attention page, page-weighted concurrency), "packed"
     # (0.27-0.28: no padding, the widest group sets the block), "balanced" (0.29+: bucket
@@ -226,6 +230,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
      "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
+    ("0.10.2", "both", {"init_token_buffers": True},
+     "per-layer-embedding input buffer of multimodal Gemma-3n (gemma3n_mm.py)"),
     ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
      "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
      "fallback removed)"),

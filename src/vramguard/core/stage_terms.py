@@ -44,8 +44,15 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     encoder = encoder and not (s.language_model_only or s.skip_mm_profiling)
     inflight = kvm.inflight_tokens(rules, s, tokens, async_sched, v2)
     pp = s.pipeline_parallel_size
+    buffers = (tokens * (spec.token_buffer_bytes + spec.token_buffer_elems * dtype_b)
+               if rules.init_token_buffers else 0)
     out = []
     for r, rng, w_est, n_est, shape, mamba_slot in fixed:
+        if buffers:
+            # NOTE: allocated at model init on every rank, inside the weights measurement.
+            w_est = Estimate(w_est.value_bytes + buffers, w_est.low_bytes + buffers,
+                             w_est.high_bytes + buffers, w_est.source,
+                             w_est.note + " + init buffers sized by the batched tokens")
         act_shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
                                      last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
                                      moe_inter_divisor=ep_div, dtype_bytes=dtype_b,

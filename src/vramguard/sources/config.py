@@ -171,7 +171,21 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
         extra_params=body.extra, max_len_keys=max_len, rope_scaling=rope, moe=body.moe,
         vision=vision, quant=quant, is_encoder_only=body.encoder_only, provenance=prov,
         notes=tuple(notes), source_ref=source_ref, mtp_params=mtp,
-        mtp_layers=mtp_layers)
+        mtp_layers=mtp_layers, token_buffer_bytes=body.token_buffer_bytes,
+        token_buffer_elems=_ple_buffer_elems(t, architecture, a))
+
+
+# NOTE: the multimodal Gemma-3n / Gemma-4 classes pre-allocate their per-layer-embedding input
+# buffer at init, (max_num_batched_tokens, layers, hidden_size_per_layer_input) in the model
+# dtype (vLLM gemma3n_mm.py 0.10.2+, gemma4_mm.py), inside the weights measurement.
+_PLE_BUFFER_ARCHS = ("Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration")
+
+
+def _ple_buffer_elems(t: Fields, architecture: str, a: Arch) -> int:
+    if architecture not in _PLE_BUFFER_ARCHS:
+        return 0
+    ple = t.opt_int("hidden_size_per_layer_input", lo=0, hi=LIMITS["hidden"]) or 0
+    return a.num_layers * ple
 
 
 _DEFAULTED_FIELD = {"vocab_size": "vocab_size", "head_dim": "head_dim",

@@ -62,12 +62,17 @@ def build_mla(a: Arch) -> Body:
         att = AttentionSpec(kind=MLA, mla_kv_lora_rank=kv_rank, mla_rope_head_dim=rope,
                             indexer_bytes_per_token=(idx_dim + idx_dim // 128 * 4) if indexer else 0)
         layers.append(LayerSpec(att, LayerParams(**p)))
+    topk_bytes = 0
     if idx_heads and idx_dim:
         n_idx = sum(l.attention.indexer_bytes_per_token > 0 for l in layers)
         a.notes.append(f"sparse-attention indexer ({idx_heads} heads x {idx_dim}) on {n_idx} "
                        f"layer(s) keeps an fp8 key cache of {idx_dim + idx_dim // 128 * 4} bytes "
                        "per token per layer, included in the KV bytes per token")
-    return standard_body(a, layers, moe, num_kv_heads=nh, head_dim=qk)
+        # NOTE: the model allocates its top-k index buffer at init (max_num_batched_tokens x
+        # index_topk int32, `topk_indices_buffer`), inside vLLM's weights measurement.
+        topk_bytes = 4 * (t.opt_int("index_topk", hi=LIMITS["positions"]) or 0)
+    return standard_body(a, layers, moe, num_kv_heads=nh, head_dim=qk,
+                         token_buffer_bytes=topk_bytes)
 
 
 # ---- Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5) ------------------------------------------

@@ -65,6 +65,7 @@ class Body:
     encoder_only: bool = False
     num_kv_heads: int | None = None
     head_dim: int | None = None
+    token_buffer_bytes: int = 0      # bytes per batched token allocated at model init
 
 
 # ---- building blocks -------------------------------------------------------------------
