@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .kv import cdiv
 from .model import CSA, FULL, SLIDING, AttentionSpec
 
 CSA_BLOCK_TOKENS = 256          # the full caches' block (the FlashMLA sparse kernel's size)
@@ -33,10 +34,6 @@ DS_MLA_ENTRY_BYTES = 584        # fp8_ds_mla: 448 NoPE fp8 + 64 RoPE bf16 + 8 sc
 DS_MLA_ALIGN_BYTES = 576
 PLAIN_ALIGN_BYTES = 512
 STATE_BYTES = 4                 # compressor states are fp32
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _round_up(n: int, align: int) -> int:
