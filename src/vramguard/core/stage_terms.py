@@ -89,14 +89,14 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                                    compute_capability=gpu.compute_capability)
     eager = bool(s.enforce_eager) or device == "cpu"
     custom_ar = custom_all_reduce_in_n(s, rules, gpu, eager)
-    copies = sampler_copies(spec, s, rules)
+    # NOTE: the Mamba cache mode decides the runner, the runner the sampler copies: each once.
+    mamba_mode = mamba_cache_mode(spec, s, rules)
+    v2 = _model_runner_v2(spec, s, rules, mamba_mode)
+    copies = sampler_copies(spec, s, rules, v2)
     draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
                    and spec.architecture == "GptOssForCausalLM" else None)
-    # NOTE: prefix caching on a hybrid model sets a mamba_cache_mode ("align" or "all" by
-    # model; on by default from 0.28); v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the
-    # model dtype on CUDA.
-    mamba_mode = mamba_cache_mode(spec, s, rules)
+    # NOTE: v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the model dtype on CUDA.
     mla_align = (rules.v0_mla_align_bytes // dtype_b if rules.v0_mla_align_bytes
                  and gpu.vendor == "nvidia" and device == "cuda" else 0)
     out = []
@@ -117,7 +117,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                     v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = 1 if s.enable_expert_parallel else tp
     return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, fixed_sizes,
-                                 async_scheduling(spec, s, rules), _model_runner_v2(spec, s, rules))
+                                 async_scheduling(spec, s, rules), v2)
 
 
 def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
@@ -170,12 +170,16 @@ def _graph_terms(layers: int, seqs: int, s: Settings, rules: VllmRules, eager: b
     return est, pool
 
 
-def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules) -> float:
+def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules,
+                   v2: bool | None = None) -> float:
     """fp32 (reqs x vocab) logit copies at the peak of the dummy sampler (profile run and
     warm-up): with speculative decoding the v1 runner also runs the rejection sampler
-    (rules.py); Model Runner V2 profiles the plain sampler only."""
+    (rules.py); Model Runner V2 profiles the plain sampler only. `v2`: whether Model Runner
+    V2 runs the model, when the caller knows it."""
     copies = rules.profile_sampler_copies
-    if s.num_speculative_tokens > 0 and not _model_runner_v2(spec, s, rules):
+    if v2 is None:
+        v2 = _model_runner_v2(spec, s, rules)
+    if s.num_speculative_tokens > 0 and not v2:
         copies = max(copies, rules.spec_sampler_copies)
     return copies
 
@@ -254,11 +258,15 @@ _V1_RUNNER_SPEC_METHODS = frozenset({"ngram", "ngram_gpu", "draft_model", "suffi
                                      "mlp_speculator", "custom_class"})
 
 
-def _model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
+def _model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
+                     mamba_mode: str | None = None) -> bool:
+    """Whether Model Runner V2 runs the model (`mamba_mode`: `mamba_cache_mode`, when the
+    caller has it)."""
     if rules.model_runner_v2 == "none":
         return False
-    if (s.num_speculative_tokens and s.speculative_method in _V1_RUNNER_SPEC_METHODS) \
-            or mamba_cache_mode(spec, s, rules) == "all":
+    if s.num_speculative_tokens and s.speculative_method in _V1_RUNNER_SPEC_METHODS:
+        return False
+    if (mamba_mode or mamba_cache_mode(spec, s, rules)) == "all":
         return False
     if rules.model_runner_v2 == "all":
         return True
