@@ -255,7 +255,8 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     if draft:
         runs = runs + ((draft[0], len(draft)),)
     if any(a.kind == CSA for a, _ in runs):
-        return _csa_layout(runs, settings, rules, kv_dtype_name, kv_bytes)
+        from .kv_csa import csa_layout     # NOTE: DeepSeek-V4 only; kv_csa imports kv
+        return csa_layout(runs, settings, rules, kv_dtype_name, kv_bytes)
     kinds: dict[tuple[str, int | None], int] = {}
     kind_bpt: dict[tuple[str, int | None], int] = {}     # per-layer bytes/token per kind
     attn_bpt = 0
@@ -343,23 +344,6 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                     mamba_page_bytes=mamba_page, mamba_padding_pct=pad_pct,
                     block_size_enlarged=enlarged, padding_layers=padding,
                     inflight_tokens=inflight, attention_free=n_attn == 0 and not has_mamba)
-
-
-def _csa_layout(runs, settings: Settings, rules: VllmRules, kv_dtype_name: str,
-                kv_bytes: int) -> KvLayout:
-    """DeepSeek-V4's layout (core/kv_csa.py): pages of several sizes, grouped by version."""
-    from . import kv_csa
-    block = int(settings.block_size or kv_csa.CSA_BLOCK_TOKENS)
-    groups, per_block, check = kv_csa.csa_groups(runs, grouping=rules.csa_grouping, block=block,
-                                                 kv_dtype_name=kv_dtype_name, kv_bytes=kv_bytes)
-    kv_groups = tuple(KvGroup(kind, n, n, window, None, gb)
-                      for kind, n, window, gb in kv_csa.kv_groups(groups, block))
-    weighted = (tuple(sum(ps * m for ps, m in c.items()) for _, c in groups)
-                if rules.csa_grouping == "padded" else ())
-    return KvLayout(block_size=block, page_size_bytes=per_block,
-                    bytes_per_token=per_block // block, groups=kv_groups,
-                    attn_page_per_token_layer=0, group_page_bytes=weighted,
-                    check_block_bytes=check if check != per_block else 0)
 
 
 def _unified_block_size(b: int, page_bpt: int, bpt: int) -> int | None:

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .kv import cdiv
+from .kv import KvGroup, KvLayout, cdiv
 from .model import CSA, FULL, SLIDING, AttentionSpec
+from .rules import VllmRules
+from .settings import Settings
 
 CSA_BLOCK_TOKENS = 256          # the full caches' block (the FlashMLA sparse kernel's size)
 SWA_BLOCK_TOKENS = 64
@@ -117,9 +119,12 @@ def group(buckets: dict, grouping: str) -> list[tuple[tuple[int, int] | None, Co
     return out
 
 
-def csa_groups(runs, *, grouping: str, block: int, kv_dtype_name: str, kv_bytes: int):
-    """(groups, bytes per pool block, check bytes per block) for the layers in `runs`
-    ((AttentionSpec, count) pairs); groups are (bucket, page counts)."""
+def csa_layout(runs, settings: Settings, rules: VllmRules, kv_dtype_name: str,
+               kv_bytes: int) -> KvLayout:
+    """The KV layout of the CSA layers in `runs` ((AttentionSpec, count) pairs) for this
+    version's grouping (`rules.csa_grouping`)."""
+    grouping = rules.csa_grouping
+    block = int(settings.block_size or CSA_BLOCK_TOKENS)
     buckets: dict = {}
     for a, n in runs:
         if a.kind != CSA:
@@ -128,6 +133,7 @@ def csa_groups(runs, *, grouping: str, block: int, kv_dtype_name: str, kv_bytes:
                                       kv_bytes=kv_bytes):
             buckets.setdefault(key, Counter())[page] += n
     groups = group(buckets, grouping)
+    group_pages = tuple(sum(ps * m for ps, m in c.items()) for _, c in groups)
     if grouping == "padded":
         slots: Counter = Counter()
         for _, c in groups:
@@ -135,23 +141,19 @@ def csa_groups(runs, *, grouping: str, block: int, kv_dtype_name: str, kv_bytes:
                 slots[ps] = max(slots[ps], m)
         per_block = sum(ps * m for ps, m in slots.items())
     else:
-        per_block = max(sum(ps * m for ps, m in c.items()) for _, c in groups)
+        per_block = max(group_pages)
     check = per_block
     if grouping != "balanced":
         # NOTE: 0.26-0.28's one-request check: the largest layer count of a group times the
         # full group's distinct pages, per block of every group.
         widest = max(max(c.values()) for _, c in groups)
         check = widest * sum(set(buckets.get(None, Counter())))
-    return groups, per_block, check
-
-
-def kv_groups(groups, block: int):
-    """The groups as `kv.KvGroup` arguments: (kind, layers, window, block size)."""
-    out = []
-    for key, c in groups:
-        layers = sum(c.values())
-        if key is None:
-            out.append((FULL, layers, None, block))
-        else:
-            out.append((SLIDING, layers, key[1], key[0]))
-    return out
+    kv_groups = tuple(
+        KvGroup(FULL, sum(c.values()), sum(c.values()), None, None, block) if key is None
+        else KvGroup(SLIDING, sum(c.values()), sum(c.values()), key[1], None, key[0])
+        for key, c in groups)
+    return KvLayout(block_size=block, page_size_bytes=per_block,
+                    bytes_per_token=per_block // block, groups=kv_groups,
+                    attn_page_per_token_layer=0,
+                    group_page_bytes=group_pages if grouping == "padded" else (),
+                    check_block_bytes=check if check != per_block else 0)
