@@ -223,8 +223,7 @@ class PlanReport:
         if cap is not None:
             # NOTE: DeepSeek-V4's groups have their own blocks and pages (`_csa_notes`).
             wider = sorted({g.block_size for g in st.layout.groups if g.block_size}
-                           if not st.layout.check_block_bytes and not st.layout.group_page_bytes
-                           and CSA not in self.spec.attention_kinds() else ())
+                           if CSA not in self.spec.attention_kinds() else ())
             out.append(f"KV: {cap.bytes_per_token} B/token per rank, block size "
                        f"{cap.block_size}"
                        + (f" ({'/'.join(map(str, wider))} for the layers with a smaller page "
