@@ -131,7 +131,8 @@ SHM = re.compile(r"Insufficient space in /dev/shm|/dev/shm\S*:? (?:No space left
 DISTRIBUTED = re.compile(r"NCCL error|nccl\w*Error|Dist(?:Backend|Network|Store)Error|collective"
                          r" operation timeout|Watchdog caught|NCCL WARN|ProcessGroupNCCL.*"
                          r"(?:[Tt]imeout|[Ee]rror|[Aa]bort)|TCPStore.*(?:refused|timed out|"
-                         r"[Ee]rror)|custom.?all.?reduce.*(?:fail|[Ee]rror)")
+                         r"[Ee]rror)|custom.?all.?reduce(?!.*\bis disabled because\b)"
+                         r".*(?:fail|[Ee]rror)")
 ENGINE_FAILED = re.compile(r"EngineCore failed to start|Engine core initialization failed|"
                            r"Error executing method '?(\w+)|WorkerProc failed to start|"
                            r"EngineDeadError|died unexpectedly|Worker failed with error")
