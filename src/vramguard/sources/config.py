@@ -376,8 +376,11 @@ def _dtype(top: Fields, t: Fields, prov: dict, origin: Source, notes: list) -> s
                 prov["torch_dtype"] = origin
                 return value.replace("torch.", "").lower()
     prov["torch_dtype"] = Source.DERIVED
+    # NOTE: vLLM downcasts float32 configs: to float16 up to 0.9.0; by 0.9.2 to the platform's
+    # first supported dtype (`_resolve_auto_dtype`: bfloat16 on compute capability 8.0+).
     notes.append("config declares no torch_dtype: assumed float32 (vLLM --dtype auto serves "
-                 "it in float16)")
+                 "it in 16-bit: bfloat16 on compute capability 8.0+ GPUs from 0.9.2, "
+                 "float16 on older GPUs and releases)")
     return "float32"
 
 
