@@ -427,3 +427,20 @@ def test_prompts_echoed_in_info_lines_are_not_errors():
                     "out of memory. Tried to allocate 2.00 GiB No available memory for the "
                     "cache blocks', params: SamplingParams(n=1)\n")
     assert ex.errors == ()
+
+
+def test_custom_all_reduce_turned_off_is_a_setting_for_the_plan():
+    """vLLM's warning that it turned custom all-reduce off (no P2P between the ranks) is a
+    fact about the launch: the side-by-side plan then counts no custom all-reduce buffers."""
+    from vramguard.logs.compare import settings_for_log
+    ex = parse_text(
+        "non-default args: {'model': 'Qwen2-7B-Instruct', 'tensor_parallel_size': 2}\n"
+        "(VllmWorker TP0) WARNING 08-25 10:00:00 [custom_all_reduce.py:147] Custom allreduce is "
+        "disabled because your platform lacks GPU P2P capability or P2P test failed.\n"
+        "(VllmWorker TP0) INFO 08-25 10:00:09 [gpu_worker.py:276] Available KV cache memory: "
+        "12.02 GiB\n")
+    assert ex.custom_all_reduce_off and ex.errors == ()
+    s, why = settings_for_log(ex)
+    assert why is None and s.disable_custom_all_reduce and s.tensor_parallel_size == 2
+    assert not parse_text("INFO [gpu_worker.py:276] Available KV cache memory: 1.0 GiB\n"
+                          ).custom_all_reduce_off

@@ -117,6 +117,7 @@ class Extracted:
     engine_config: dict = field(default_factory=dict)   # from "Initializing … with config:"
     command_line: str | None = None
     gpu_name: str | None = None
+    custom_all_reduce_off: bool = False       # "Custom allreduce is disabled because …"
     max_model_len: int | None = None
     block_size: int | None = None
     # weights and the v0 profiling block
@@ -177,6 +178,8 @@ class Extracted:
     def settings(self) -> dict:
         """The settings the log carries: engine config, then non-default args on top."""
         out = dict(self.engine_config)
+        if self.custom_all_reduce_off:
+            out["disable_custom_all_reduce"] = True
         out.update(self.non_default_args or {})
         return out
 

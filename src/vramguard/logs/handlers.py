@@ -89,6 +89,8 @@ class LineHandlers:
         m = P.GPU_NAME.search(msg)
         if m:
             self._set("gpu_name", m.group(1).strip())
+        if P.CUSTOM_AR_OFF.search(msg):
+            self._set("custom_all_reduce_off", True)
 
     # ---- handlers: weights and profiling ----------------------------------------------
     def _loading(self, msg: str) -> None:
@@ -414,8 +416,8 @@ _HANDLERS = (
     (("server version", "LLM engine", "version "), LineHandlers._version),
     (("non-default args",), LineHandlers._args),
     (("vllm serve", "vllm.entrypoints"), LineHandlers._command),
-    (("Resolved architecture", "max model len", "block size to", "NVIDIA", "AMD Instinct"),
-     LineHandlers._misc),
+    (("Resolved architecture", "max model len", "block size to", "NVIDIA", "AMD Instinct",
+      "allreduce is disabled"), LineHandlers._misc),
     (("weights took", "loading took", "Starting to load model", "Loading safetensors",
       "Loading pt checkpoint", "Model loading"), LineHandlers._loading),
     (("total_gpu_memory", "weights take", "non_torch_memory", "activation peak", "KV Cache is",

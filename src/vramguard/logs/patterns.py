@@ -133,6 +133,9 @@ DISTRIBUTED = re.compile(r"NCCL error|nccl\w*Error|Dist(?:Backend|Network|Store)
                          r"(?:[Tt]imeout|[Ee]rror|[Aa]bort)|TCPStore.*(?:refused|timed out|"
                          r"[Ee]rror)|custom.?all.?reduce(?!.*\bis disabled because\b)"
                          r".*(?:fail|[Ee]rror)")
+# vLLM turns its custom all-reduce off at start-up (no P2P / NVLink between the ranks, a
+# group across nodes); its buffers then take no memory (a WARNING, not a failure).
+CUSTOM_AR_OFF = re.compile(r"Custom allreduce is disabled")
 ENGINE_FAILED = re.compile(r"EngineCore failed to start|Engine core initialization failed|"
                            r"Error executing method '?(\w+)|WorkerProc failed to start|"
                            r"EngineDeadError|died unexpectedly|Worker failed with error")

@@ -45,7 +45,7 @@ FULL_ANCHORS: tuple[bytes, ...] = FAST_ANCHORS + (
     b"load model", b"oading", b"SIG", b"startup complete", b"weights take", b"activation peak",
     b"KV Cache", b"can use", b"init engine", b"Watchdog", b"seq len", b"allocate", b"shm",
     b"Bus error", b"died", b"Traceback", b"max_model_len", b"Mamba", b"Desired", b"on startup",
-    b"NVIDIA", b"Instinct",
+    b"NVIDIA", b"Instinct", b"allreduce",
 )
 # A FAST candidate matching this re-opens a startup window (a restart mid-log).
 _RESTART = re.compile(rb"Initializing (?:an?|a V[01]) LLM engine")
