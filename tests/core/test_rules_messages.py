@@ -357,6 +357,37 @@ def test_tp_all_reduce_memory_in_non_torch_by_version():
     assert n("0.19.0", Settings(max_model_len=8192)) == act.NON_TORCH_BASE
 
 
+def test_custom_all_reduce_follows_the_measured_peer_link_and_group_size():
+    """vLLM's CustomAllreduce runs for TP groups of 2/4/6/8(/16) only; on NVIDIA it needs every
+    pair over NVLink, or two GPUs with peer access. A measured `peer_link` (vramguard check,
+    NVML) decides; unknown, the GPU's class does (H100: on, L40S: off)."""
+    from dataclasses import replace
+    from vramguard.core import activation as act
+    full = act.NON_TORCH_BASE + act.NON_TORCH_TP
+    small = act.NON_TORCH_BASE + act.NON_TORCH_TP // 4
+    h100, l40s = lookup_gpu("H100"), lookup_gpu("L40S")
+
+    def n(gpu, tp=2, link=None):
+        g = replace(gpu, peer_link=link) if link else gpu
+        s = Settings(tensor_parallel_size=tp, max_model_len=8192)
+        return plan(llama31_8b(), s, g, vllm_version="0.19.0").tightest.non_torch.value_bytes
+    assert (n(h100), n(l40s)) == (full, small)                  # by class
+    assert n(h100, link="none") == n(h100, link="p2p", tp=4) == small
+    assert n(l40s, link="p2p") == n(l40s, link="nvlink", tp=4) == full
+    assert n(h100, link="nvlink", tp=8) == full
+    p = plan(llama31_8b(), Settings(tensor_parallel_size=2, max_model_len=8192),
+             replace(h100, peer_link="none"), vllm_version="0.19.0")
+    assert any("measured peer link: none" in a for a in p.assumptions)
+
+
+def test_custom_all_reduce_group_sizes():
+    from vramguard.core.stage_terms import custom_all_reduce_runs
+    h100 = lookup_gpu("H100")
+    runs = [t for t in range(1, 17)
+            if custom_all_reduce_runs(Settings(tensor_parallel_size=t), h100)]
+    assert runs == [2, 4, 6, 8, 16]
+
+
 def test_rejection_sampler_in_the_profile_run_with_speculative_decoding():
     """v1 runner, 0.8.1+: with speculation the dummy sampler also runs the rejection sampler,
     ~7 fp32 (reqs x vocab) copies at its peak instead of 2.1 (0.14+). Model Runner V2 profiles

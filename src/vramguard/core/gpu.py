@@ -17,6 +17,10 @@ class GpuSpec:
     uma: bool = False                 # unified memory (GH200, GB10, Jetson)
     aliases: tuple[str, ...] = ()
     source: str = "catalog"
+    # How this GPU reaches the other GPUs of the launch, when measured (NVML, `vramguard check`):
+    # "nvlink" (every pair over NVLink), "p2p" (every pair has peer access over PCIe), "none"
+    # (a pair has neither); None when unknown: the planner then goes by the GPU's class.
+    peer_link: str | None = None
 
 
 @dataclass(frozen=True)

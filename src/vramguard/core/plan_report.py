@@ -16,8 +16,8 @@ from ._frozen import maker, replacer
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .model import CHUNKED, CSA, MAMBA, SLIDING
-from .stage_terms import (async_scheduling, custom_all_reduce_in_n, mamba_cache_mode,
-                          sampler_copies, v0_mamba_slot_bytes, v0_mamba_slots)
+from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
+                          mamba_cache_mode, sampler_copies, v0_mamba_slot_bytes, v0_mamba_slots)
 from .weights import runtime_dtype_bytes
 
 __all__ = ["PlanReport"]
@@ -321,6 +321,9 @@ class PlanReport:
                    if self.rules.allreduce_in_n == "graph_probe"
                    else "set up inside the profiling window")
             return f"; custom all-reduce memory counted: {why}"
+        if self.gpu.peer_link is not None and not custom_all_reduce_runs(self.s, self.gpu):
+            return (f"; no custom all-reduce memory counted: vLLM turns it off on these GPUs "
+                    f"(measured peer link: {self.gpu.peer_link})")
         return "; no custom all-reduce memory counted (off, not NVLink-class, or set up before " \
                "vLLM's snapshot)"
 

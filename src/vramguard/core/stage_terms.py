@@ -276,8 +276,28 @@ def _model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
 def custom_all_reduce_in_n(s: Settings, rules: VllmRules, gpu: GpuSpec, eager: bool) -> bool:
     """Whether TP > 1 custom all-reduce memory counts in the non-torch term `N` (it runs on
     this GPU, is not turned off, and this version measures it in the profiling window)."""
-    return ((gpu.vendor != "nvidia" or _nvlink_class(gpu)) and not s.disable_custom_all_reduce
-            and _allreduce_in_n(rules, eager))
+    return custom_all_reduce_runs(s, gpu) and _allreduce_in_n(rules, eager)
+
+
+# NOTE: the TP group sizes vLLM's CustomAllreduce takes (`_SUPPORTED_WORLD_SIZES`; 16 is a
+# multi-node size, added later); any other size logs a warning and runs without it.
+CUSTOM_AR_WORLD_SIZES = frozenset({2, 4, 6, 8, 16})
+
+
+def custom_all_reduce_runs(s: Settings, gpu: GpuSpec) -> bool:
+    """Whether vLLM turns its custom all-reduce on for this TP group
+    (`device_communicators/custom_all_reduce.py`): a supported group size, not disabled, and
+    on NVIDIA every pair over NVLink, or two GPUs with peer access ("more than two PCIe-only
+    GPUs" and "lacks GPU P2P capability" turn it off). `gpu.peer_link` is that fact when
+    measured; unknown, the GPU's class decides."""
+    tp = s.tensor_parallel_size
+    if s.disable_custom_all_reduce or tp not in CUSTOM_AR_WORLD_SIZES:
+        return False
+    if gpu.vendor != "nvidia":
+        return True                 # NOTE: ROCm peers over XGMI; vLLM runs no P2P test there
+    if gpu.peer_link is None:
+        return _nvlink_class(gpu)
+    return gpu.peer_link == "nvlink" or (gpu.peer_link == "p2p" and tp == 2)
 
 
 def _allreduce_in_n(rules: VllmRules, eager: bool) -> bool:
