@@ -16,6 +16,9 @@
  *   gpu uuid=GPU-1 name="NVIDIA H100 80GB HBM3" total=N free=N used=N reserved=N
  *       util=37 mem_util=5 cc=9.0 mig=-1|0|1 lost=0|1 err_handle=RC err_name=RC
  *       err_uuid=RC err_memory=RC err_memory_v2=RC err_util=RC err_cc=RC err_procs=RC
+ *       nvlink=D p2p=D err_p2p=RC   GPUs with the same non-zero nvlink domain D are linked by
+ *                                NVLink (which implies peer access); the same non-zero p2p
+ *                                domain: peer access over PCIe. nvmlDeviceGetP2PStatus says so.
  *   mig gpu=0 uuid=MIG-... name="... MIG 3g.40gb" total=N free=N used=N gi=1 ci=0
  *   proc gpu=0 [mig=0] pid=1234 used=N|NA
  * Unknown keys are ignored. mig=-1 (default) makes nvmlDeviceGetMigMode NOT_SUPPORTED.
@@ -83,6 +86,7 @@ typedef struct {
     int lost;
     int err_handle, err_name, err_uuid, err_memory, err_memory_v2, err_util, err_cc, err_procs;
     int nmig;
+    int nvlink, p2p, err_p2p;
 } fake_dev;
 
 typedef struct {
@@ -170,6 +174,9 @@ static void set_dev_field(fake_dev *d, const char *k, const char *v) {
     else if (!strcmp(k, "err_util")) d->err_util = atoi(v);
     else if (!strcmp(k, "err_cc")) d->err_cc = atoi(v);
     else if (!strcmp(k, "err_procs")) d->err_procs = atoi(v);
+    else if (!strcmp(k, "nvlink")) d->nvlink = atoi(v);
+    else if (!strcmp(k, "p2p")) d->p2p = atoi(v);
+    else if (!strcmp(k, "err_p2p")) d->err_p2p = atoi(v);
 }
 
 static void init_dev(fake_dev *d) {
@@ -442,5 +449,26 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *i
     RESOLVE(device);
     if (mig_ < 0) return NVML_ERROR_INVALID_ARGUMENT;
     *id = (unsigned int)d->ci;
+    return NVML_SUCCESS;
+}
+
+/* nvmlGpuP2PCapsIndex_t: READ 0, WRITE 1, NVLINK 2, ATOMICS 3, PCI 4; nvmlGpuP2PStatus_t:
+ * OK 0, CHIPSET_NOT_SUPPORTED 1, ..., NOT_SUPPORTED 5. */
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, int p2pIndex,
+                                    int *p2pStatus) {
+    log_call("nvmlDeviceGetP2PStatus");
+    int rc = 0;
+    fake_dev *a = resolve(device1, NULL, NULL, &rc);
+    if (!a) return rc;
+    int a_nvlink = a->nvlink, a_p2p = a->p2p, a_err = a->err_p2p;
+    fake_dev *b = resolve(device2, NULL, NULL, &rc);
+    if (!b) return rc;
+    if (!p2pStatus) return NVML_ERROR_INVALID_ARGUMENT;
+    if (a_err) return a_err;
+    int nvlink = a_nvlink && a_nvlink == b->nvlink;
+    int p2p = nvlink || (a_p2p && a_p2p == b->p2p);
+    if (p2pIndex == 2) *p2pStatus = nvlink ? 0 : 5;
+    else if (p2pIndex >= 0 && p2pIndex <= 4) *p2pStatus = p2p ? 0 : 1;
+    else return NVML_ERROR_INVALID_ARGUMENT;
     return NVML_SUCCESS;
 }

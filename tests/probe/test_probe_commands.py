@@ -42,14 +42,16 @@ def machine(monkeypatch):
             raise box["gpus"]
         return list(box["gpus"])
     monkeypatch.setattr("vramguard.probe.nvml.read_gpus", read_gpus)
+    monkeypatch.setattr("vramguard.probe.nvml.read_peer_link", lambda indices: box.get("link"))
     monkeypatch.setattr("vramguard.probe.host.read_host", lambda: box["host"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
-    def set_(g=None, host=None):
+    def set_(g=None, host=None, link=None):
         if g is not None:
             box["gpus"] = g
         if host is not None:
             box["host"] = host
+        box["link"] = link
     set_.reads = reads
     return set_
 
@@ -82,6 +84,24 @@ def test_unsafe_exit_1_with_problem_and_fix(machine, capsys):
     assert "PID 4242" in p["fix"]
     assert d["gpus"][0]["processes"][0] == {"pid": 4242, "name": "python",
                                            "used_bytes": 58 * GIB}
+
+
+def test_peer_link_decides_the_custom_all_reduce_memory(machine, capsys):
+    """TP 2 on two H100s under 0.19 (custom all-reduce memory lands in non-torch): NVLink or
+    peer access keeps it, no peer access turns it off (vLLM: "lacks GPU P2P capability");
+    an unknown link falls back to the GPU's class (H100: on). The check says which."""
+    from vramguard.core import activation as act
+    full = act.NON_TORCH_BASE + act.NON_TORCH_TP
+    small = act.NON_TORCH_BASE + act.NON_TORCH_TP // 4
+    argv = ("--vllm-version", "0.19.0", MODEL, "-tp", "2", "--max-model-len", "8192")
+    seen = {}
+    for link in ("nvlink", "p2p", "none", None):
+        machine(gpus(78, 78), link=link)
+        rc, d, _ = run_json(capsys, *argv)
+        assert rc == 0, d
+        seen[link] = d["plan"]["per_gpu"]["non_torch_bytes"]
+        assert any(f"peer link (NVML): {link}" in n for n in d["notes"]) == (link is not None)
+    assert seen == {"nvlink": full, "p2p": full, "none": small, None: full}
 
 
 def test_text_output(machine, capsys):

@@ -217,3 +217,25 @@ def test_gpu_lost_outside_cuda_visible_devices_is_a_note(fake_host):
     assert any("not used by this launch: GPU 1" in n for n in d["notes"])
     r = fake_host.run(*CHECK, MODEL, CUDA_VISIBLE_DEVICES="GPU-00000001")   # the lost one
     assert r.returncode == 2 and "fallen off the bus" in r.stderr
+
+
+def test_peer_link_from_nvml_p2p_status(fake_host):
+    """nvmlDeviceGetP2PStatus through the real pynvml: NVLink on every pair, peer access over
+    PCIe, neither, or a driver error (unknown). TP 2 under 0.19: vLLM's custom all-reduce
+    runs (and costs memory) unless the pair has no peer access."""
+    argv = ("--json", "--vllm-version", "0.19.0", MODEL, "-tp", "2", "--max-model-len", "8192")
+    got = {}
+    for extra, want in (({"nvlink": 1}, "nvlink"), ({"p2p": 1}, "p2p"), ({}, "none"),
+                        ({"nvlink": 1, "err_p2p": 3}, None)):
+        fake_host.set(Machine([Gpu(free=78 * GIB, extra=dict(extra)),
+                               Gpu(free=78 * GIB, extra=dict(extra))]))
+        r = fake_host.run("check", "--offline", "--no-host", *argv)
+        assert r.returncode == 0, r.stderr
+        d = json.loads(r.stdout)
+        notes = [n for n in d["notes"] if "peer link" in n]
+        assert notes == ([] if want is None else [
+            f"GPU peer link (NVML): {want}; vLLM's custom all-reduce is "
+            f"{'off' if want == 'none' else 'on'} for TP 2"])
+        got[want] = d["plan"]["per_gpu"]["non_torch_bytes"]
+    assert got["nvlink"] == got["p2p"] == got[None] > got["none"]
+    assert fake_host.calls("nvmlDeviceGetP2PStatus")

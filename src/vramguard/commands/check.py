@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
 from ._options import SplitArgs, split_options
@@ -206,17 +206,20 @@ class Probed:
 
 
 def probe(prep: Prepared, *, read: Callable | None = None, read_host: Callable | None = None,
+          read_link: Callable | None = None,
           progress: Callable[[str], None] | None = None) -> Probed:
     """Read the GPUs (over the window when asked) and the host. `read` (default: NVML's
-    read_gpus) and `read_host` (default: probe.host.read_host) are the probes."""
+    read_gpus), `read_host` (default: probe.host.read_host) and `read_link` (NVML indices ->
+    peer link; NVML's read_peer_link when `read` is NVML's too) are the probes."""
     from ..probe import host as hostmod
     from ..probe import visible as vis
     from ..probe.window import sample_window
     if read is None:
-        from ..probe.nvml import read_gpus
+        from ..probe.nvml import read_gpus, read_peer_link
 
         def read():
             return read_gpus(skip_lost=True)
+        read_link = read_link or read_peer_link
     window = None
     if prep.window_s > 0:
         if progress:
@@ -226,11 +229,35 @@ def probe(prep: Prepared, *, read: Callable | None = None, read_host: Callable |
     else:
         gpus = list(read())
     visible, notes = _without_lost(gpus, prep.visible)
+    visible = _with_peer_link(visible, prep.cmd.settings, read_link, notes)
     order = vis.order_note(gpus, {**os.environ, **prep.cmd.env}, prep.visible)
     host = (read_host or hostmod.read_host)() if prep.host else None
     if order:
         notes.append(order)
     return Probed(visible=visible, window=window, host=host, notes=notes)
+
+
+_LINK_ORDER = ("none", "p2p", "nvlink")
+
+
+def _with_peer_link(visible: list, settings, read_link: Callable | None,
+                    notes: list[str]) -> list:
+    """The GPUs with how each TP group's GPUs reach each other (`GpuSpec.peer_link`, the
+    weakest group's): whether vLLM turns its custom all-reduce on, and so what it costs."""
+    tp = settings.tensor_parallel_size
+    needed = settings.world_size * max(1, settings.data_parallel_size)
+    if read_link is None or tp < 2 or len(visible) < needed:
+        return visible
+    links = [read_link([g.index for g in visible[k:k + tp]]) for k in range(0, needed, tp)]
+    if None in links:
+        return visible
+    link = min(links, key=_LINK_ORDER.index)
+    from ..core.stage_terms import custom_all_reduce_runs
+    on = custom_all_reduce_runs(settings, replace(visible[0].spec, peer_link=link))
+    notes.append(f"GPU peer link (NVML): {link}; vLLM's custom all-reduce is "
+                 f"{'on' if on else 'off'} for TP {tp}")
+    return [replace(g, spec=replace(g.spec, peer_link=link)) if n < needed else g
+            for n, g in enumerate(visible)]
 
 
 def _without_lost(gpus: list, value: str | None) -> tuple[list, list[str]]:

@@ -37,6 +37,11 @@ ARGUMENT_VERSION_MISMATCH = 25
 INVALID_ARGUMENT = 2
 # Memory NVML shows in use that no listed process accounts for, above which we say so.
 UNLISTED_NOTE_BYTES = 1 * GIB
+# nvmlDeviceGetP2PStatus: capability indices and the one status that means "yes" (nvml.h).
+# NOTE: literal values: pynvml's NVML_P2P_CAPS_INDEX_READ is a tuple (a stray comma).
+P2P_CAPS_READ = 0
+P2P_CAPS_NVLINK = 2
+P2P_STATUS_OK = 0
 # A catalog spec is used only when its CUDA total is within this fraction of NVML's.
 CATALOG_TOTAL_TOLERANCE = 0.03
 
@@ -310,6 +315,40 @@ class NvmlSession:
         procs.sort(key=lambda p: -(p.used_bytes or 0))
         return tuple(procs)
 
+    def peer_link(self, indices: Sequence[int]) -> str | None:
+        """How the GPUs with NVML `indices` reach each other, as vLLM's custom all-reduce
+        asks (`is_fully_connected`, then peer access): "nvlink" when every pair is linked by
+        NVLink, "p2p" when every pair has peer access, "none" otherwise; None when NVML
+        cannot tell (fewer than two GPUs, MIG instances, a driver without the query)."""
+        wanted = list(dict.fromkeys(indices))
+        if len(wanted) < 2:
+            return None
+        with self._lock:
+            if self._devices is None:
+                self._start()
+            try:
+                devices = [self._devices_of(i) for i in wanted]
+            except ProbeError:
+                self._devices = {}
+                return None
+            if any(len(d) != 1 or d[0].mig for d in devices):
+                return None
+            handles = [d[0].handle for d in devices]
+            pairs = [(a, b) for n, a in enumerate(handles) for b in handles[n + 1:]]
+            for cap, name in ((P2P_CAPS_NVLINK, "nvlink"), (P2P_CAPS_READ, "p2p")):
+                status = [self._p2p(a, b, cap) for a, b in pairs]
+                if None in status:
+                    return None
+                if all(st == P2P_STATUS_OK for st in status):
+                    return name
+            return "none"
+
+    def _p2p(self, a: Any, b: Any, cap: int) -> int | None:
+        try:
+            return int(self._lib.nvmlDeviceGetP2PStatus(a, b, cap))
+        except self._lib.NVMLError:
+            return None
+
     # ---- NVML call helpers ------------------------------------------------------------------
     def _call(self, fn: Callable, *args: Any, what: str, where: str) -> Any:
         try:
@@ -394,6 +433,15 @@ def shutdown() -> None:
     with _SESSION_LOCK:
         if _SESSION is not None:
             _SESSION.close()
+
+
+def read_peer_link(indices: Sequence[int]) -> str | None:
+    """`NvmlSession.peer_link` of the process-wide session: "nvlink", "p2p", "none", or None
+    when NVML cannot tell (never raises: the link refines a plan, it does not gate it)."""
+    try:
+        return session().peer_link(indices)
+    except ProbeError:
+        return None
 
 
 def read_gpus(indices: Sequence[int] | None = None, *,
