@@ -243,6 +243,18 @@ def test_vllm_validation_is_bad_input(capsys):
     assert err.count("\n") == 1
 
 
+def test_allow_long_max_model_len_env_accepts_the_length(capsys):
+    """VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 turns vLLM's error into a warning: the plan goes on at
+    that length and says so."""
+    rc, out, err = run(capsys, "--offline", "--json", "--", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+                       "vllm", "serve", MODEL, "--max-model-len", "200k", "--gpu", "H100")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["settings"]["max_model_len"] == 200_000 and d["kv_cache"]["max_model_len"] == 200_000
+    assert any(a.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: max_model_len 200000 is above")
+               for a in d["assumptions"])
+
+
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

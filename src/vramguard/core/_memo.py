@@ -240,7 +240,7 @@ def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_w
                       lambda: _maxlen.derive_max_model_len(
                           spec, rules, disable_sliding_window=disable_sliding_window,
                           sliding_window=sliding_window))
-    return _maxlen.apply_user_len(spec, d, user_len)
+    return _maxlen.apply_user_len(spec, d, user_len, allow_long=rules.allow_long_max_model_len)
 
 
 def activation_bytes(spec: ModelSpec, shape):

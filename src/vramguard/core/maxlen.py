@@ -76,20 +76,22 @@ def resolve_max_model_len(spec: ModelSpec, rules: VllmRules, user_len: int | Non
     """The effective `max_model_len`; raises UsageError with vLLM's words when too long."""
     d = derive_max_model_len(spec, rules, disable_sliding_window=disable_sliding_window,
                              sliding_window=sliding_window)
-    return apply_user_len(spec, d, user_len)
+    return apply_user_len(spec, d, user_len, allow_long=rules.allow_long_max_model_len)
 
 
-def apply_user_len(spec: ModelSpec, d: DerivedLen,
-                   user_len: int | None) -> tuple[int, DerivedLen]:
+def apply_user_len(spec: ModelSpec, d: DerivedLen, user_len: int | None, *,
+                   allow_long: bool = False) -> tuple[int, DerivedLen]:
     """The effective `max_model_len` for the user's length against the derived one `d`
-    (the second half of `resolve_max_model_len`)."""
+    (the second half of `resolve_max_model_len`); `allow_long`: VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    (a longer length is accepted, vLLM only warns)."""
     if user_len is None or user_len == -1:
         return d.value, d
     if user_len <= 0:
         raise UsageError(f"max_model_len must be positive, got {user_len}",
                          where="--max-model-len", fix="Pass a positive length or `auto`")
     cfg_mml = spec.max_len_keys.get("model_max_length")
-    if user_len > d.limit and not (cfg_mml is not None and cfg_mml >= user_len):
+    if user_len > d.limit and not allow_long and not (cfg_mml is not None
+                                                      and cfg_mml >= user_len):
         raise UsageError(messages.max_len_message(user_len, d.key, d.key_value,
                                                   spec.tokenizer_max_length),
                          where="--max-model-len", fix=f"Use --max-model-len {d.limit} or less")

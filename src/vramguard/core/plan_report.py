@@ -217,6 +217,10 @@ class PlanReport:
         if self.gpu.uma and self.rules.uma_free_is_host_ram:
             out.append(f"{self.gpu.name} has unified memory: from 0.20 vLLM takes the host's "
                        "available RAM as free memory; pass the measured value as free memory.")
+        if self.derived is not None and self.L > self.derived.limit:
+            out.append(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: max_model_len {self.L} is above the "
+                       f"model's derived maximum ({self.derived.key}={self.derived.limit}); vLLM "
+                       "only warns, and positions beyond it may give wrong outputs.")
         if self._load_transient():
             out.append("Online FP8 materializes each layer in 16-bit while loading (up to 0.18): "
                        f"~{g(self._load_transient())} more at the load peak.")

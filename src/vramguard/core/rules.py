@@ -160,6 +160,10 @@ class VllmRules:
     v0_concurrency_log: bool = False         # v0 0.6.3+: "Maximum concurrency ..." line
     gib_two_decimals: bool = True            # ≤0.13 "%.2f"; 0.14+ round(x, 2) via %s
     usage_metric: str = "vllm:gpu_cache_usage_perc"
+    # set by the launch's environment (`apply_env`), not by a version row:
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 turns the "greater than the derived max_model_len"
+    # error into a warning (config.py `_get_and_verify_max_len`, every examined release)
+    allow_long_max_model_len: bool = False
 
     @property
     def version(self) -> str:
@@ -385,6 +389,7 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None) ->
 ENV_GRAPH_ESTIMATE = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 ENV_MODEL_RUNNER_V2 = "VLLM_USE_V2_MODEL_RUNNER"
 ENV_ALIGN_KV_CACHE = "VLLM_CUDA_MEM_ALIGN_KV_CACHE"
+ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 
 def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
@@ -394,10 +399,13 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     subtracts the CUDA-graph estimate from the budget, `0` only logs it (the default is 0 in
     0.18-0.19 and 1 from 0.20). `VLLM_USE_V2_MODEL_RUNNER` (rows where Model Runner V2 is a
     default, 0.25+): `1` for every model, `0` for none. `VLLM_CUDA_MEM_ALIGN_KV_CACHE=0`
-    (v0 0.7.2-0.7.3): MLA cache entries not padded. Older rows and other variables are
-    unchanged.
+    (v0 0.7.2-0.7.3): MLA cache entries not padded. `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (every
+    row): a `--max-model-len` above the derived maximum is accepted. Older rows and other
+    variables are unchanged.
     """
     env = env or {}
+    if _truthy(env.get(ENV_ALLOW_LONG, "0")) and not rules.allow_long_max_model_len:
+        rules = replace(rules, allow_long_max_model_len=True)
     if rules.engine != "v1":
         val = env.get(ENV_ALIGN_KV_CACHE)
         if val is not None and rules.v0_mla_align_bytes and not _truthy(val):

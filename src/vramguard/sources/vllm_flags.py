@@ -198,6 +198,5 @@ UNMODELED_BOOL = frozenset("""
 # Environment variables of a pasted line that change vLLM's startup memory but that the plan
 # does not take into account (VLLM_USE_V1 selects the engine; the planner reads
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, VLLM_USE_V2_MODEL_RUNNER and
-# VLLM_CUDA_MEM_ALIGN_KV_CACHE through plan(env=...)).
-UNMODELED_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "VLLM_PP_LAYER_PARTITION",
-                 "VLLM_CPU_KVCACHE_SPACE")
+# VLLM_CUDA_MEM_ALIGN_KV_CACHE and VLLM_ALLOW_LONG_MAX_MODEL_LEN through plan(env=...)).
+UNMODELED_ENV = ("VLLM_PP_LAYER_PARTITION", "VLLM_CPU_KVCACHE_SPACE")
