@@ -152,6 +152,23 @@ def settings_from_flags(text: str, base: Settings) -> Settings:
     return s
 
 
+def config_overrides_from_flags(text: str) -> dict:
+    """What `--hf-overrides` / `--rope-scaling` / `--rope-theta` in `other_flags` change in
+    config.json (as vLLM applies them, and as `vramguard plan` does for a pasted command)."""
+    from vramguard.sources.vllm_args import parse_vllm_args
+    toks, out = _flag_tokens(text or ""), {}
+    for i, tok in enumerate(toks):
+        if tok.split("=")[0] not in ("--hf-overrides", "--rope-scaling", "--rope-theta"):
+            continue
+        chunk = toks[i:i + 1] if "=" in tok else toks[i:i + 2]
+        try:
+            cmd = parse_vllm_args(chunk, strict=False, positional_model=False)
+        except VramguardError:
+            continue
+        out.update(cmd.config_overrides)
+    return out
+
+
 def env_from_text(text: str) -> dict[str, str]:
     """`VLLM_*=value` environment assignments written next to the command."""
     return dict(re.findall(r"\b(VLLM_[A-Z0-9_]+)=([\w.:-]+)", text or ""))
@@ -186,21 +203,24 @@ def settings_for(case: dict) -> Settings:
 
 
 def _config_spec(case: dict, config_dirs):
-    """The case's config.json from the first folder that has it, else the embedded catalog."""
+    """The case's config.json from the first folder that has it, else the embedded catalog;
+    with the config overrides its flags carry."""
     from vramguard.sources.config import spec_from_config
-    from vramguard.sources.resolve import load_model_spec
+    from vramguard.sources.resolve import apply_overrides, load_model_spec
     mc = case.get("model_config")
+    overrides = config_overrides_from_flags(case.get("other_flags") or "")
     for folder in (config_dirs or (DATA / "configs",)) if mc else ():
         path = Path(folder) / mc / "config.json"
         if path.exists():
-            return spec_from_config(json.loads(path.read_text()), name=mc)
+            return spec_from_config(apply_overrides(json.loads(path.read_text()), overrides),
+                                    name=mc)
     ids = [mc.replace("__", "/", 1)] if mc and "__" in mc else []
     model = (case.get("model") or "").strip()
     if re.fullmatch(r"[\w.-]+/[\w.-]+", model):
         ids.append(model)
     for model_id in ids:
         try:
-            return load_model_spec(model_id, offline=True)
+            return load_model_spec(model_id, offline=True, config_overrides=overrides)
         except VramguardError:
             continue
     return None

@@ -139,3 +139,26 @@ def test_heldout_set_is_complete_and_runs(bench):
     assert not [r["id"] for r in rows if r["error"] in ("no model config", "unknown GPU")]
     corpus = {json.loads(l)["source"] for l in (bench.DATA / "cases.jsonl").read_text().splitlines()}
     assert not [r for r in bench.load_jsonl(heldout) if r["source"] in corpus]
+
+
+def test_config_overrides_and_env_in_the_flags(bench):
+    """A case whose launch carried `--hf-overrides` (YaRN beyond the config's positions) and
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN is planned with both, as `vramguard plan` plans the pasted
+    command; without them vLLM's own length check rejects it."""
+    import json
+    src = json.loads(next(l for l in (bench.DATA / "cases.jsonl").read_text().splitlines()
+                          if '"llmdp-v0190-h100-llama31-8b-tp1"' in l))
+    gpus = {g["short_name"]: g for g in bench.load_jsonl(bench.DATA / "gpus.jsonl")}
+    yarn = ("--hf-overrides '{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+            "\"original_max_position_embeddings\": 131072}}'")
+    assert bench.config_overrides_from_flags(f"vllm serve m {yarn} --port 1") == {
+        "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                         "original_max_position_embeddings": 131072}}
+    assert bench.config_overrides_from_flags("--rope-scaling yarn factor 4") == {}   # not JSON
+
+    def row(flags):
+        case = dict(src, id="long", max_model_len=262144, other_flags=flags)
+        return bench.run_case(case, gpus, use_free=True, default_version="0.33.0")
+    assert row("")["failure"] == "usage_error"
+    assert row(yarn)["failure"] != "usage_error"
+    assert row("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")["failure"] != "usage_error"
