@@ -523,3 +523,20 @@ def test_qwen_vl_dummy_video_note():
     assert note("0.10.2") is None and note("0.8.5") is None
     assert note("0.33.0", max_model_len=16384) is None
     assert note("0.33.0", language_model_only=True) is None
+
+
+def test_unified_memory_notes():
+    """GB10: from 0.20 the free memory is the host's available RAM, and on v1 the profile
+    run's non-torch growth is larger than the term (stated, not in the numbers)."""
+    s = Settings(max_model_len=8192)
+    gb10, h100 = lookup_gpu("GB10"), lookup_gpu("H100")
+
+    def notes(gpu, version):
+        return " ".join(plan(llama31_8b(), s, gpu, vllm_version=version).assumptions)
+    assert "host's available RAM" in notes(gb10, "0.20.0")
+    assert "host's available RAM" not in notes(gb10, "0.13.0")
+    assert "profile run can count as non-torch memory" in notes(gb10, "0.13.0")
+    assert "unified memory" not in notes(h100, "0.20.0")
+    a = plan(llama31_8b(), s, gb10, vllm_version="0.13.0").tightest.non_torch.value_bytes
+    b = plan(llama31_8b(), s, h100, vllm_version="0.13.0").tightest.non_torch.value_bytes
+    assert a == b
