@@ -75,6 +75,12 @@ def test_help(capsys):
     (["--", "vllm", "serve", MODEL, "--bogus-flag"], "unknown flag '--bogus-flag'"),
     (["--json=yes", MODEL], "takes no value"),
     (["--gpu", "A100", "--"], "nothing after `--`"),
+    # huge finite values: bounded before `int(x * GIB)` could overflow
+    ([MODEL, "--gpu-memory-gib", "1e308"], "<= 1,048,576"),
+    ([MODEL, "--gpu-free-gib", "1e308"], "<= 1,048,576"),
+    ([MODEL, "--cpu-offload-gb", "1e308"], "cpu_offload_gb must be between 0 and"),
+    ([MODEL, "--swap-space", "1e308"], "swap_space must be between 0 and"),
+    ([MODEL, "-pp", "29"], "larger than the model's 28 decoder layers"),
 ])
 def test_bad_input_exit_2(capsys, argv, needle):
     rc, out, err = run(capsys, *argv)

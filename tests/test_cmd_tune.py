@@ -147,6 +147,9 @@ def test_workload_file(capsys, tmp_path):
     ([MODEL, "-tp", "3"], "divisible by tensor parallel size"),
     ([MODEL, "--workload", "p99=10000000"], "longer than the model's maximum"),
     ([MODEL, "--plot", "x.svg"], ".png or .html"),
+    ([MODEL, "--gpu-memory-gib", "1e308"], "<= 1,048,576"),
+    ([MODEL, "--gpu-free-gib", "1e308"], "<= 1,048,576"),
+    ([MODEL, "--headroom-gib", "1e308"], "<= 1,048,576"),
 ])
 def test_bad_input_exit_2(capsys, argv, needle):
     rc, out, err = run(capsys, *argv, "--offline")

@@ -12,6 +12,10 @@ flags, and cost `vramguard plan` cold-start time); no imports at module level.
 
 from __future__ import annotations
 
+# NOTE: the largest memory figure (GiB) an option accepts: far above any device or host, low
+# enough that byte counts stay exact integers (1e308 GiB would overflow `int(x * GIB)`).
+MAX_GIB = float(1 << 20)
+
 
 class SplitArgs:
     """What `split_options` found in an argv.

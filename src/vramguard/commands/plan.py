@@ -82,13 +82,14 @@ def parse_options(argv: list[str]) -> _Options:
 
 def _positive_gib(flag: str, text: str) -> float:
     from ..errors import UsageError
+    from ._options import MAX_GIB
     try:
         x = float(text)
     except ValueError:
         x = float("nan")
-    if not (x > 0) or x == float("inf"):
+    if not (0 < x <= MAX_GIB):
         raise UsageError(f"invalid value {text!r}", where=flag,
-                         fix="Expected a number of GiB > 0, e.g. 79.19.")
+                         fix=f"Expected a number of GiB > 0 and <= {MAX_GIB:,.0f}, e.g. 79.19.")
     return x
 
 

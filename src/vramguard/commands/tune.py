@@ -77,18 +77,28 @@ def parse_options(argv: list[str]) -> Options:
     return split.set_attributes(Options())
 
 
-def _number(flag: str, text: str, *, kind=float, low: float = 0.0, allow_low: bool = False):
+def _number(flag: str, text: str, *, kind=float, low: float = 0.0, allow_low: bool = False,
+            high: float = float("inf")):
     from ..errors import UsageError
     try:
         x = kind(text)
     except (TypeError, ValueError):
         x = None
-    ok = x is not None and x == x and x != float("inf") and (x >= low if allow_low else x > low)
+    ok = (x is not None and x == x and x != float("inf") and x <= high
+          and (x >= low if allow_low else x > low))
     if not ok:
         what = "a whole number" if kind is int else "a number"
+        top = f" and <= {high:,.0f}" if high != float("inf") else ""
         raise UsageError(f"invalid value {text!r}", where=flag,
-                         fix=f"Expected {what} {'>=' if allow_low else '>'} {low:g}.")
+                         fix=f"Expected {what} {'>=' if allow_low else '>'} {low:g}{top}.")
     return x
+
+
+def _gib(flag: str, text: str, **kw) -> int:
+    """A memory option in GiB, as bytes (bounded: `_options.MAX_GIB`)."""
+    from ..core.provenance import GIB
+    from ._options import MAX_GIB
+    return int(_number(flag, text, high=MAX_GIB, **kw) * GIB)
 
 
 def _command(opts: Options):
@@ -136,8 +146,8 @@ def gpu_targets(opts: Options) -> tuple:
     names = gpu_names(opts)
     specs = [lookup_gpu(n) for n in names]   # NOTE: an unknown name raises, one line
     if opts.gpu_memory_gib is not None:
-        total = _number("--gpu-memory-gib", opts.gpu_memory_gib)
-        specs = [replace(s, total_bytes=int(total * GIB), source="user") for s in specs]
+        total = _gib("--gpu-memory-gib", opts.gpu_memory_gib)
+        specs = [replace(s, total_bytes=total, source="user") for s in specs]
     frees: list[int | None] = [None] * len(specs)
     if opts.gpu_free_gib is not None:
         values = [v.strip() for v in opts.gpu_free_gib.split(",") if v.strip()]
@@ -146,7 +156,7 @@ def gpu_targets(opts: Options) -> tuple:
         if len(values) != len(specs):
             raise UsageError(f"{len(values)} free-memory values for {len(specs)} GPUs",
                              where="--gpu-free-gib", fix="Give one value, or one per GPU.")
-        frees = [int(_number("--gpu-free-gib", v, low=0, allow_low=True) * GIB) for v in values]
+        frees = [_gib("--gpu-free-gib", v, low=0, allow_low=True) for v in values]
         for s, f in zip(specs, frees):
             if f > s.total_bytes:
                 raise UsageError(f"{f / GIB:.2f} GiB free is more than the {s.name}'s "
@@ -191,7 +201,7 @@ def make_request(opts: Options):
         if target > 1:
             raise UsageError(f"invalid value {opts.target_kv_usage!r}", where="--target-kv-usage",
                              fix="Expected a fraction 0 < F <= 1, e.g. 0.7.")
-    headroom = (int(_number("--headroom-gib", opts.headroom_gib, low=0, allow_low=True) * GIB)
+    headroom = (_gib("--headroom-gib", opts.headroom_gib, low=0, allow_low=True)
                 if opts.headroom_gib is not None else None)
     notes = list(cmd.notes)
     if not opts.gpu:

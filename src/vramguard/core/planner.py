@@ -104,10 +104,25 @@ def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
     return rules, None
 
 
+# NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
+# errors, not plans.
+_MAX_HOST_GIB = 1 << 20
+
+
 def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
+    if spec.num_layers and s.pipeline_parallel_size > spec.num_layers:
+        # NOTE: vLLM's `get_pp_indices` would give the extra stages no decoder layer
+        raise UsageError(f"pipeline parallel size ({s.pipeline_parallel_size}) is larger than "
+                         f"the model's {spec.num_layers} decoder layers",
+                         where="--pipeline-parallel-size",
+                         fix=f"Use at most {spec.num_layers} pipeline stages")
+    for name, value in (("cpu_offload_gb", s.cpu_offload_gb), ("swap_space", s.swap_space)):
+        if value is not None and not 0 <= value <= _MAX_HOST_GIB:
+            raise UsageError(f"{name} must be between 0 and {_MAX_HOST_GIB:,} GiB, got {value}",
+                             where="--" + name.replace("_", "-"))
     if spec.num_attention_heads and spec.num_attention_heads % tp:
         raise UsageError(f"Total number of attention heads ({spec.num_attention_heads}) must be "
                          f"divisible by tensor parallel size ({tp}).",
