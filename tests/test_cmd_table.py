@@ -83,6 +83,8 @@ def test_sliding_window_kv_follows_blocks(capsys):
     (["--max-model-len", "lots"], "--max-model-len"),
     (["--concurrency", "0"], "--concurrency"),
     (["--kv-cache-dtype", "fp7"], "--kv-cache-dtype"),
+    (["--vllm-version", "abc"], "cannot read vLLM version 'abc'"),
+    (["--vllm-version", "0.0.1"], "older than 0.4.0"),
     (["--models", "8B", "--max-model-len", "1000000"], None),
 ])
 def test_bad_input(capsys, argv, needle):

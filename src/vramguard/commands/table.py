@@ -69,6 +69,9 @@ def make_request(args):
         if not 0 < util <= 1:
             raise UsageError(f"invalid value {args.gpu_memory_utilization!r}",
                              where="--gpu-memory-utilization", fix="Expected 0 < value <= 1.")
+    if args.vllm_version is not None:
+        from ..core.rules import resolve_rules
+        resolve_rules(args.vllm_version)     # NOTE: a bad version is one error, not one per cell
     models = []
     for label in labels:
         ref = model_for_label(label)
