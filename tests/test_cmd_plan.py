@@ -319,3 +319,19 @@ def test_hf_overrides_extend_the_derived_length(capsys):
     plan = json.loads(out)
     assert plan["settings"]["max_model_len"] == 131072
     assert any("overridden" in a for a in plan["assumptions"])
+
+
+@pytest.mark.parametrize("encoding", ["cp437", "latin-1", "ascii"])
+def test_consoles_that_are_not_utf8(encoding):
+    """Text falls back to ASCII/'?' and --json to \\u escapes: no UnicodeEncodeError on a
+    console that cannot print vLLM's "…" (cp437, latin-1, a C locale)."""
+    env = dict(os.environ, PYTHONIOENCODING=encoding, PYTHONPATH=str(ROOT / "src"),
+               VRAMGUARD_DATA_DIR=os.environ["VRAMGUARD_DATA_DIR"])
+    base = [sys.executable, "-m", "vramguard", "plan", MODEL, "--offline"]
+    text = subprocess.run(base, capture_output=True, env=env, timeout=60)
+    assert text.returncode == 0 and b"Traceback" not in text.stderr, text.stderr
+    assert b"Model loading took" in text.stdout
+    js = subprocess.run(base + ["--json"], capture_output=True, env=env, timeout=60)
+    assert js.returncode == 0, js.stderr
+    d = json.loads(js.stdout.decode("ascii"))
+    assert any(line.endswith("\u2026 seconds") for line in d["log_lines"])

@@ -57,6 +57,20 @@ def _dispatch(name: str, argv: list[str]) -> int:
     return int(module.run(args) or 0)
 
 
+def _tolerant_streams() -> None:
+    """A console that cannot encode a glyph (cp437, latin-1, a C locale) prints '?' for it.
+
+    NOTE: the renderers fall back to ASCII where they know to (`plan_text.can_encode`); this
+    keeps any other character (vLLM's own "…" in a predicted log line) from crashing."""
+    for stream in (sys.stdout, sys.stderr):
+        enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if enc != "utf8" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):     # NOTE: a detached or closed stream: leave it
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `vramguard` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -71,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         return _unknown(name)
     from .errors import VramguardError
+    _tolerant_streams()
     try:
         return _dispatch(name, argv[1:])
     except VramguardError as exc:

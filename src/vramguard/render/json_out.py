@@ -30,18 +30,24 @@ def _finite(obj):
     return obj
 
 
-def dumps(data, *, indent: int | None = 2) -> str:
-    """`data` as JSON text: UTF-8 kept, key order kept, NaN/inf written as null."""
+def dumps(data, *, indent: int | None = 2, ascii_only: bool = False) -> str:
+    """`data` as JSON text: UTF-8 kept (`ascii_only`: as \\u escapes), key order kept, NaN/inf
+    written as null."""
     import json
     try:
-        return json.dumps(data, indent=indent, ensure_ascii=False, allow_nan=False,
+        return json.dumps(data, indent=indent, ensure_ascii=ascii_only, allow_nan=False,
                           default=_default)
     except ValueError:
-        return json.dumps(_finite(data), indent=indent, ensure_ascii=False, allow_nan=False,
-                          default=_default)
+        return json.dumps(_finite(data), indent=indent, ensure_ascii=ascii_only,
+                          allow_nan=False, default=_default)
 
 
 def print_json(data, *, stream=None, indent: int | None = 2) -> None:
     """Print `data` as JSON followed by a newline to `stream` (stdout by default)."""
     out = stream if stream is not None else sys.stdout
-    out.write(dumps(data, indent=indent) + "\n")
+    text = dumps(data, indent=indent)
+    try:
+        text.encode(getattr(out, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        text = dumps(data, indent=indent, ascii_only=True)   # NOTE: \u escapes: still exact
+    out.write(text + "\n")
