@@ -192,6 +192,11 @@ def test_fit_messages_by_version():
     assert m.startswith("To serve at least one request with the models's max seq len (131072), "
                         "(16.00 GB KV cache is needed")
     assert msg.fit_message(R("0.8.3"), 131072, need, avail, 5).count("GiB") == 2
+    # vLLM's typo "models's" in every v1 release up to 0.21 (kv_cache_utils.py), fixed in 0.22
+    for version in ("0.8.4", "0.10.2", "0.13.0", "0.14.0", "0.19.0", "0.21.0"):
+        assert "with the models's max seq len" in msg.fit_message(R(version), 8, need, avail,
+                                                                   None), version
+    assert "with the model's max seq len" in msg.fit_message(R("0.22.0"), 8, need, avail, None)
     m = msg.fit_message(R("0.8.4"), 131072, need, avail, 52000)
     assert "(6.50 GiB). Based on the available memory,  Try increasing" in m
     m = msg.fit_message(R("0.9.1"), 131072, need, avail, 52000)

@@ -53,8 +53,8 @@ def fit_message(rules: VllmRules, max_model_len: int, needed_bytes: int, avail_b
     L = max_model_len
     if v in ("v1_070", "v1_083", "v1_084", "v1_091", "v1_013"):
         unit = "GB" if v == "v1_070" else "GiB"
-        model = "models's" if v in ("v1_070", "v1_083") else "model's"
-        head = (f"To serve at least one request with the {model} max seq len ({L}), "
+        # NOTE: vLLM's own typo "models's", in every v1 release up to 0.21 (fixed in 0.22)
+        head = (f"To serve at least one request with the models's max seq len ({L}), "
                 f"({needed_bytes / _GIB:.2f} {unit} KV cache is needed, which is larger than the "
                 f"available KV cache memory ({avail_bytes / _GIB:.2f} {unit}).")
         tail = ("Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
@@ -71,7 +71,8 @@ def fit_message(rules: VllmRules, max_model_len: int, needed_bytes: int, avail_b
             mid = "  "
         return head + mid + tail + (_DOCS if v == "v1_013" else "")
     # 0.14+: round() numbers
-    head = (f"To serve at least one request with the model's max seq len ({L}), "
+    model = "model's" if v == "v1_022" else "models's"
+    head = (f"To serve at least one request with the {model} max seq len ({L}), "
             f"({_r2(needed_bytes)} GiB KV cache is needed, which is larger than the available "
             f"KV cache memory ({_r2(avail_bytes)} GiB).")
     if estimated_max_len:
