@@ -490,8 +490,9 @@ def test_nvfp4_kv_cache_is_nine_sixteenths_of_a_byte_per_element():
 
 def test_mamba_cache_mode_by_model_and_version():
     """Prefix caching on a Mamba/linear-attention model (0.15+; on by default for hybrids
-    from 0.28): 'align' for Gated DeltaNet & co, 'all' for the Mamba family (NemotronH,
-    Jamba, Falcon-H1, ...), whose requests then hold cdiv(L, block) Mamba blocks per group."""
+    from 0.28): up to 0.27 'align' for Gated DeltaNet & co, 'all' for the Mamba family
+    (NemotronH, Jamba, Falcon-H1, ...), whose requests then hold cdiv(L, block) Mamba blocks
+    per group; from 0.28 'align' for every model (models/config.py MambaModelConfig)."""
     from dataclasses import replace
     from vramguard.core.stage_terms import mamba_cache_mode
     gdn = qwen3_next_kv_only()
@@ -503,8 +504,10 @@ def test_mamba_cache_mode_by_model_and_version():
     assert [mamba_cache_mode(gdn, s, R("0.28.0")) for s in (on, off, unset)] == [
         "align", "none", "align"]
     assert mamba_cache_mode(gdn, on, R("0.14.0")) == "none"
-    assert mamba_cache_mode(nemo, unset, R("0.30.0")) == "all"
-    assert mamba_cache_mode(nemo, unset, R("0.33.0")) == "align"     # 0.33: align for all
+    assert mamba_cache_mode(nemo, on, R("0.27.0")) == "all"
+    assert mamba_cache_mode(nemo, unset, R("0.27.0")) == "none"      # not on by default yet
+    assert mamba_cache_mode(nemo, unset, R("0.28.0")) == "align"     # 0.28+: align for all
+    assert mamba_cache_mode(nemo, on, R("0.33.0")) == "align"
     from vramguard.sources.resolve import load_model_spec
     pure = load_model_spec("tiiuae/falcon-mamba-7b", offline=True)     # attention-free
     assert mamba_cache_mode(pure, unset, R("0.30.0")) == "none"
@@ -535,3 +538,29 @@ def test_init_buffers_sized_by_the_batched_tokens_count_as_weights():
     assert w(glm, b200, 8192, tensor_parallel_size=8) - w(glm, b200, 2048,
                                                           tensor_parallel_size=8) == 6144 * 2048 * 4
     assert w(gemma, h100, 16384, "0.10.1") == w(gemma, h100, 8192, "0.10.1")
+
+
+def test_hybrid_group_size_rule_by_version():
+    """Mixed attention (sliding + full): vLLM's group size is the smallest layer count up to
+    0.11, the largest when below 1.25x the smallest in 0.12-0.17 and below 1.5x from 0.18
+    (kv_cache_utils.py); the other kind is padded to whole groups."""
+    from dataclasses import replace
+    from vramguard.core.model import FULL, SLIDING, AttentionSpec, LayerParams, LayerSpec
+
+    def mixed(n_sliding, n_full):
+        sw = AttentionSpec(kind=SLIDING, num_kv_heads=8, head_dim=64, sliding_window_tokens=128)
+        full = AttentionSpec(kind=FULL, num_kv_heads=8, head_dim=64)
+        lay = tuple(LayerSpec(a, LayerParams(attn_q=1000, mlp=1000))
+                    for a in [sw] * n_sliding + [full] * n_full)
+        return replace(dense(), layers=lay, num_layers=len(lay))
+
+    def groups(spec, version):
+        """(group size, number of groups, padding layers)"""
+        lay = layout(spec, version=version)
+        return lay.groups[0].padded_layers, len(lay.groups), lay.padding_layers
+    spec = mixed(12, 14)                     # ratio 1.17
+    assert groups(spec, "0.11.0") == (12, 3, 10)     # 12 sliding; 14 full in 2 groups of 12
+    assert groups(spec, "0.14.0") == groups(spec, "0.18.0") == (14, 2, 2)
+    spec = mixed(12, 16)                     # ratio 1.33
+    assert groups(spec, "0.14.0") == (12, 3, 8)
+    assert groups(spec, "0.18.0") == groups(spec, "0.33.0") == (16, 2, 4)

@@ -38,7 +38,7 @@ ROWS = {
     ("0.10.2", "v0"): dict(kv_cache_memory_flag=True, init_token_buffers=True),
     ("0.7.0", "v1"): dict(whole_gpu=True, free_memory_check=False, msg_fit="v1_070",
                           log_capacity="v1_070", default_engine="v0"),
-    ("0.7.3", "v1"): dict(whole_gpu=True),
+    ("0.7.3", "v1"): dict(whole_gpu=True, kv_group_max_ratio=1.0),
     ("0.8.0", "v1"): dict(v1_falls_back_for_mamba=True, default_engine="v1", v1_falls_back_below_cc80=True,
                           log_capacity="two_lines", tokens_formula="blocks_x_b",
                           sched_defaults="v1_080", log_weights="model_gb", mla_block_size=64),
@@ -62,7 +62,7 @@ ROWS = {
                            lora_graph_specialize=False, mm_dummy_at_max_len=True),
     ("0.11.1", "v1"): dict(log_weights="model_gib_memory", log_capacity_per_worker=False,
                            lora_graph_specialize=True),
-    ("0.12.0", "v1"): dict(cpu_block_size=128),
+    ("0.12.0", "v1"): dict(cpu_block_size=128, sched_clamp_by_len=True, kv_group_max_ratio=1.25),
     ("0.13.0", "v1"): dict(msg_no_kv="docs", msg_fit="v1_013", msg_load_failure=True,
                            async_scheduling_default=False),
     ("0.14.0", "v1"): dict(async_scheduling_default=True, profile_sampler_copies=8.0, request_ceil=True, msg_free_memory="device", msg_fit="v1_014",
@@ -72,10 +72,13 @@ ROWS = {
                            hybrid_prefix_caching_default=False),
     ("0.17.0", "v1"): dict(profile_sampler_copies=2.1, graph_budget="headroom"),
     ("0.18.0", "v1"): dict(graph_budget="estimated", profile_assert_ge=True, default_util=0.9,
-                           online_fp8_bf16_load_peak=True, allreduce_in_n="graph_probe"),
+                           online_fp8_bf16_load_peak=True, allreduce_in_n="graph_probe",
+                           kv_group_max_ratio=1.5),
     ("0.19.0", "v1"): dict(online_fp8_bf16_load_peak=False, graph_budget="estimated"),
     ("0.20.0", "v1"): dict(graph_budget="subtracted", default_util=0.92,
                            mamba_blocks_check=True, override_before_check=False),
+    ("0.21.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
+                           msg_fit="v1_014", msg_no_kv="docs"),
     ("0.22.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
                            msg_no_kv="cpu", msg_fit="v1_022"),
     ("0.25.0", "v1"): dict(model_runner_v2="dense", sliding_inflight="batched"),
@@ -84,7 +87,7 @@ ROWS = {
     ("0.27.0", "v1"): dict(consumed_model=True, log_capacity="two_lines",
                            csa_grouping="packed", csa_auto_kv_ok=False),
     ("0.28.0", "v1"): dict(hybrid_prefix_caching_default=True, log_capacity="one_line", sched_defaults="v1_028",
-                           null_block_in_check=False),
+                           null_block_in_check=False, mamba_all_mode=False),
     ("0.29.0", "v1"): dict(null_block_in_check=True, model_runner_v2="all",
                            csa_grouping="balanced"),
     ("0.30.0", "v1"): dict(log_capacity="device_line", rope_yarn_excluded=True,
@@ -545,3 +548,17 @@ def test_unified_memory_notes():
     a = plan(llama31_8b(), s, gb10, vllm_version="0.13.0").tightest.non_torch.value_bytes
     b = plan(llama31_8b(), s, h100, vllm_version="0.13.0").tightest.non_torch.value_bytes
     assert a == b
+
+
+def test_default_batched_tokens_clamped_by_seqs_times_length():
+    """From 0.12 (engine/arg_utils.py) a default max_num_batched_tokens is at most
+    max_num_seqs x max_model_len, and a default max_num_seqs at most the batched tokens."""
+    h100 = lookup_gpu("H100")
+
+    def sched(version, **kw):
+        p = plan(llama31_8b(), Settings(max_model_len=4096, **kw), h100, vllm_version=version)
+        return p.settings["max_num_batched_tokens"], p.settings["max_num_seqs"]
+    assert sched("0.11.0", max_num_seqs=1) == (8192, 1)
+    assert sched("0.12.0", max_num_seqs=1) == sched("0.26.0", max_num_seqs=1) == (4096, 1)
+    assert sched("0.19.0", max_num_batched_tokens=512) == (512, 512)
+    assert sched("0.11.0", max_num_batched_tokens=512, max_num_seqs=256) == (512, 256)

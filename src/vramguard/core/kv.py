@@ -321,7 +321,7 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     # Grouped (hybrid or mixed attention): equal-size groups, padding layers added.
     counts = sorted(kinds.values())
     lo, hi = counts[0], counts[-1]
-    group_size = hi if hi < lo * 1.25 else lo
+    group_size = hi if hi < lo * rules.kv_group_max_ratio else lo
     groups: list[KvGroup] = []
     padding = 0
     mamba_blocks = 1 + spec_blocks + (1 if mamba_mode == "align" and n_attn else 0)

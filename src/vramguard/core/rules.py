@@ -59,7 +59,7 @@ class VllmRules:
     # ---- scheduler defaults (§9) ----
     sched_defaults: str = "v0"               # key of SCHED_DEFAULTS: v0|v1_080|v1_081|...
     v0_chunked_prefill_auto: bool = False    # v0 0.5.5+: chunked prefill for L > 32768
-    sched_clamp_by_len: bool = False         # 0.33: tokens <= seqs*L, seqs <= tokens
+    sched_clamp_by_len: bool = False         # 0.12+: tokens <= seqs*L, seqs <= tokens
     # ---- blocks, groups, capacity (§4, §5, §6) ----
     cpu_block_size: int = 16                 # 128 from 0.12
     mla_supported: bool = False              # MLA latent cache (v0 0.7.1+, v1)
@@ -89,8 +89,12 @@ class VllmRules:
     # defaults every model to "align" (MambaModelConfig)
     mamba_all_mode: bool = False
     null_block_in_check: bool = False        # 0.29+: avail = K - P
-    override_before_check: bool = False      # 0.22+: num_gpu_blocks_override applied first
-    tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.22+)
+    override_before_check: bool = False      # 0.21+: num_gpu_blocks_override applied first
+    tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.21+)
+    # hybrid / mixed-attention grouping: the group size is the largest layer count when it is
+    # below this many times the smallest, else the smallest (kv_cache_utils.py: v1 up to 0.11
+    # always the smallest, 0.12-0.17 1.25, 0.18+ 1.5)
+    kv_group_max_ratio: float = 1.25
     concurrency_formula: str = "blocks_b_over_len"   # | "blocks_over_per_request" (0.9.1+)
     estimate_max_len: str = "none"           # "none" | "lost" (0.8.4-0.9.0) | "yes"
     group_aware_check: bool = False          # 0.14+
@@ -191,6 +195,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                      "msg_fit": "v1_070", "log_capacity": "v1_070",
                      "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
      "v1 opt-in; whole-GPU budget (§1a)"),
+    ("0.7.0", "v1", {"kv_group_max_ratio": 1.0},
+     "hybrid / mixed-attention group size: the smallest layer count (kv_cache_utils.py "
+     "_get_kv_cache_groups_uniform_page_size, checked in 0.9.2-0.11.0)"),
     ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
      "v1 scheduler defaults (§9); v1 dummy sampler"),
     ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
@@ -252,6 +259,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
+    ("0.12.0", "v1", {"sched_clamp_by_len": True, "kv_group_max_ratio": 1.25},
+     "default batched tokens <= seqs x max_model_len, seqs <= tokens (arg_utils.py); hybrid "
+     "group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
     ("0.14.0", "v1", {"request_ceil": True,
@@ -266,14 +276,17 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(config/cache.py, models/config.py MambaModelConfig)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
+    ("0.18.0", "v1", {"kv_group_max_ratio": 1.5}, "hybrid group-size threshold 1.5 "
+     "(kv_cache_utils.py, checked in the 0.18-0.33 wheels)"),
     ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
                       "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
-    ("0.22.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len",
-                      "msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§3, §1b, §10"),
+    ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
+     "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
+    ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
     ("0.25.0", "v1", {"model_runner_v2": "dense"}, "Model Runner V2 default (PR 44443)"),
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
@@ -282,6 +295,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
     ("0.28.0", "v1", {"hybrid_prefix_caching_default": True},
      "prefix caching on for hybrid models: mamba_cache_mode 'align' (arg_utils.py)"),
+    ("0.28.0", "v1", {"mamba_all_mode": False},
+     "prefix caching puts every Mamba/linear-attention model in mamba_cache_mode 'align' "
+     "(models/config.py MambaModelConfig; 0.27 still chose 'all' where supported)"),
     ("0.29.0", "v1", {"csa_grouping": "balanced"},
      "DeepSeek-V4: bucket grouping (_get_packed_kv_cache_groups)"),
     ("0.29.0", "v1", {"null_block_in_check": True, "model_runner_v2": "all"},
@@ -291,10 +307,7 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
-                      "sched_defaults": "v1_033", "sched_clamp_by_len": True}, "§1a, §4, §9"),
-    ("0.33.0", "v1", {"mamba_all_mode": False},
-     "prefix caching puts every Mamba/linear-attention model in mamba_cache_mode 'align' "
-     "(models/config.py MambaModelConfig)"),
+                      "sched_defaults": "v1_033"}, "§1a, §4, §9"),
 )
 
 # The last release of the v0 engine (removed in 0.11.0).
