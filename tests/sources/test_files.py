@@ -161,6 +161,46 @@ def test_gguf_deepseek2_metadata_maps_to_mla(tmp_path):
     assert spec.layers[0].params.experts == 0 and spec.layers[1].params.experts > 0
 
 
+def _gguf_with(path, arch: str, meta: dict) -> None:
+    """A one-tensor GGUF whose `arch.KEY` metadata are `meta` (ints as uint32, else strings)."""
+    import gguf
+    import numpy as np
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, value in meta.items():
+        (w.add_uint32 if isinstance(value, int) else w.add_string)(f"{arch}.{key}", value)
+    w.add_token_list([f"t{i}" for i in range(32)])
+    w.add_tensor("token_embd.weight", np.zeros((32, 64), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+_DS2 = {"block_count": 2, "embedding_length": 64, "feed_forward_length": 128,
+        "attention.head_count": 4, "attention.head_count_kv": 4, "attention.kv_lora_rank": 32,
+        "attention.key_length": 24, "attention.value_length": 16, "rope.dimension_count": 8}
+
+
+@pytest.mark.parametrize("key", ["attention.key_length", "rope.dimension_count",
+                                 "embedding_length"])
+def test_gguf_metadata_of_the_wrong_type_names_the_key(tmp_path, key):
+    path = tmp_path / "bad.gguf"
+    _gguf_with(path, "deepseek2", {**_DS2, key: "abc"})
+    with pytest.raises(SourceError) as err:
+        gguf_src.spec_from_gguf(path)
+    assert err.value.line() == (f"{path}: GGUF key deepseek2.{key} is 'abc', not a whole "
+                                "number. Check or re-download the .gguf file")
+
+
+def test_gguf_metadata_errors_do_not_ask_for_config_json(tmp_path):
+    path = tmp_path / "heads0.gguf"
+    _gguf_with(path, "deepseek2", {**_DS2, "attention.head_count": 0})
+    with pytest.raises(SourceError, match="num_attention_heads is 0") as err:
+        gguf_src.spec_from_gguf(path)
+    assert "config.json" not in err.value.line() and "GGUF metadata" in err.value.line()
+    assert err.value.fix == "Check or re-download the .gguf file"
+
+
 def test_index_pointing_outside_the_folder_is_refused(tmp_path):
     write_model_folder(tmp_path / "m", shards=1)
     (tmp_path / "m" / "model.safetensors.index.json").write_text(

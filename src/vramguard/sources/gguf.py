@@ -169,12 +169,12 @@ def config_from_metadata(meta: dict, where: str) -> dict:
     if not isinstance(arch, str) or not arch:
         raise SourceError("GGUF file has no general.architecture", where=where, fix=_FIX)
 
-    def get(key: str):
+    def get(key: str, whole: bool = True):
         value = meta.get(f"{arch}.{key}")
         if isinstance(value, list):                           # per-layer values: take the max
             nums = [v for v in value if isinstance(v, (int, float))]
             return max(nums) if nums else None
-        return value
+        return _number(value, f"{arch}.{key}", whole, where)
 
     tokens = meta.get("tokenizer.ggml.tokens")
     vocab = get("vocab_size") or (int(tokens) if isinstance(tokens, _Len) else
@@ -200,12 +200,29 @@ def config_from_metadata(meta: dict, where: str) -> dict:
                    v_head_dim=value_len)
     elif key_len:
         cfg["head_dim"] = key_len
-    factor = get("rope.scaling.factor")
+    factor = get("rope.scaling.factor", whole=False)
     if factor:
         cfg["rope_scaling"] = {
-            "rope_type": str(get("rope.scaling.type") or "linear"), "factor": factor,
+            "rope_type": str(meta.get(f"{arch}.rope.scaling.type") or "linear"), "factor": factor,
             "original_max_position_embeddings": get("rope.scaling.original_context_length")}
     return {k: v for k, v in cfg.items() if v is not None}
+
+
+def _number(value, key: str, whole: bool, where: str):
+    """A numeric metadata value (None when absent); SourceError naming the GGUF key else.
+
+    NOTE: the metadata is checked here, before any arithmetic on it, so that a wrong type
+    names the GGUF key and the file rather than a config.json field.
+    """
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+    if ok and whole and isinstance(value, float):
+        ok = value not in (float("inf"), float("-inf")) and value == int(value)
+    if not ok:
+        label = "a whole number" if whole else "a number"
+        raise SourceError(f"GGUF key {key} is {value!r:.40}, not {label}", where=where, fix=_FIX)
+    return value
 
 
 def spec_from_gguf(path: str | os.PathLike) -> ModelSpec:
@@ -217,8 +234,8 @@ def spec_from_gguf(path: str | os.PathLike) -> ModelSpec:
     has_output = any(n == "output.weight" for n in by_name)
     config.setdefault("tie_word_embeddings", not has_output)
     name = header.metadata.get("general.name")
-    spec = spec_from_config(config, name=name if isinstance(name, str) and name else Path(path).stem,
-                            source_ref=where, origin=Source.CHECKPOINT)
+    spec = _spec_from_metadata(config, name if isinstance(name, str) and name else Path(path).stem,
+                               where)
     total = sum(by_type.values())
     checkpoint = CheckpointInfo(format="gguf", total_bytes=total, num_params=elements,
                                 bytes_by_dtype=by_type, num_tensors=len(header.tensors), path=where)
@@ -231,6 +248,21 @@ def spec_from_gguf(path: str | os.PathLike) -> ModelSpec:
                                provenance={**spec.provenance, "checkpoint": Source.CHECKPOINT,
                                            "quant": Source.CHECKPOINT,
                                            "torch_dtype": Source.DERIVED})
+
+
+def _spec_from_metadata(config: dict, name: str, where: str) -> ModelSpec:
+    """spec_from_config on the metadata's config, its errors told as GGUF errors.
+
+    NOTE: the config checks speak of config.json fields and fixes; a .gguf has no
+    config.json, so the fix is the GGUF one and the message says the value is metadata.
+    """
+    try:
+        return spec_from_config(config, name=name, source_ref=where, origin=Source.CHECKPOINT)
+    except SourceError as exc:
+        if "config.json" not in (exc.fix or ""):
+            raise
+        raise SourceError(f"{exc.what} (from the GGUF metadata)", where=exc.where,
+                          fix=_FIX) from None
 
 
 def _quant(header: GgufHeader, by_name: dict[str, int], total: int, elements: int) -> QuantSpec:
