@@ -268,6 +268,34 @@ def test_config_yaml_errors(tmp_path):
         parse_vllm_args(["--config", str(tmp_path / "missing.yaml")])
 
 
+def test_config_yaml_not_utf8_names_the_file(tmp_path):
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"max-model-len: \xff\xfe\x80\n")
+    with pytest.raises(UsageError) as e:
+        parse_vllm_args(["--config", str(binary)])
+    assert e.value.where == "--config" and e.value.what == f"{binary} is not UTF-8 text"
+
+
+def test_config_yaml_nested_too_deeply(tmp_path):
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("speculative-config: " + "[" * 30000 + "]" * 30000 + "\n")
+    with pytest.raises(UsageError, match="nested too deeply") as e:
+        parse_vllm_args(["--config", str(deep)])
+    assert e.value.where == "--config" and str(deep) in e.value.what
+
+
+_DEEP = ["[" * 30000 + "]" * 30000, '{"a":' * 12000 + "1" + "}" * 12000]
+
+
+@pytest.mark.parametrize("flag", ["--speculative-config", "--hf-overrides", "--rope-scaling",
+                                  "--hf-overrides.text_config"])
+@pytest.mark.parametrize("deep", _DEEP, ids=["list", "object"])
+def test_deeply_nested_json_flags_are_usage_errors(flag, deep):
+    with pytest.raises(UsageError) as e:
+        parse_vllm_args(["m", flag, deep])
+    assert e.value.where == flag and e.value.what == "not valid JSON (nested too deeply)"
+
+
 # ---- mappings (log `non-default args`) ---------------------------------------------------
 def test_settings_from_mapping():
     st = settings_from_mapping({

@@ -86,6 +86,12 @@ def load_config_yaml(path: str) -> dict:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}", where="--config",
                          fix="Check the path.") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text", where="--config",
+                         fix="Fix the YAML file.") from None
+    except RecursionError:
+        raise UsageError(f"{path} is not valid YAML (nested too deeply)", where="--config",
+                         fix="Fix the YAML file.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

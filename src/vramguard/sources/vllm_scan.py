@@ -231,6 +231,9 @@ def config_override(flag: str, value: str, where: str,
             return {dotted.replace("-", "_"): json.loads(value)}
         except ValueError:
             return {dotted.replace("-", "_"): value}
+        except RecursionError:
+            raise UsageError("not valid JSON (nested too deeply)", where=where,
+                             fix="Write a flatter JSON value") from None
     if flag == "--rope-theta":
         try:
             return {key: float(value)}
@@ -242,6 +245,9 @@ def config_override(flag: str, value: str, where: str,
     except ValueError as exc:
         raise UsageError(f"not valid JSON ({exc.msg} at character {exc.pos})", where=where,
                          fix=f"Quote the JSON object: {flag} '{{\"key\": value}}'") from None
+    except RecursionError:
+        raise UsageError("not valid JSON (nested too deeply)", where=where,
+                         fix=f"Write {flag} '{{\"key\": value}}'") from None
     if not isinstance(parsed, dict):
         raise UsageError("expected a JSON object", where=where,
                          fix=f"Write {flag} '{{\"key\": value}}'")

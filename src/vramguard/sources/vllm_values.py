@@ -104,6 +104,9 @@ def _max_model_len(flag: str, value: object, spec: _Flag) -> dict:
     return {"max_model_len": n, "max_model_len_auto": False}
 
 
+_SPEC_JSON = 'a JSON object such as \'{"method": "ngram", "num_speculative_tokens": 3}\''
+
+
 def _speculative(flag: str, value: object) -> dict:
     """`--speculative-config` JSON -> the number of speculative tokens and the method."""
     if isinstance(value, str):
@@ -113,8 +116,10 @@ def _speculative(flag: str, value: object) -> dict:
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
-            raise _bad(flag, value, 'a JSON object such as \'{"method": "ngram", '
-                                    '"num_speculative_tokens": 3}\'') from None
+            raise _bad(flag, value, _SPEC_JSON) from None
+        except RecursionError:
+            raise UsageError("not valid JSON (nested too deeply)", where=flag,
+                             fix=f"Expected {_SPEC_JSON}.") from None
     if value is None:
         return {"num_speculative_tokens": 0, "speculative_method": None}
     if not isinstance(value, dict):
