@@ -42,7 +42,7 @@ def _tokens(raw: str, where: str) -> int:
         mult, raw = (1000 if raw[-1] == "k" else 1024), raw[:-1]
     try:
         value = int(float(raw) * mult)
-    except ValueError:
+    except (ValueError, OverflowError):       # NOTE: OverflowError: inf, -inf, 1e400
         raise UsageError(f"{raw!r} is not a token count", where=where) from None
     if value <= 0 or value > 100_000_000:
         raise UsageError(f"token count {value} is outside 1..100,000,000", where=where)
