@@ -220,3 +220,29 @@ def test_config_overrides_apply_before_reading(no_hf_cache, tmp_path):
     folder = tmp_path / "m"
     write_model_folder(folder)
     assert load_model_spec(str(folder), config_overrides={"num_hidden_layers": 1}).num_layers == 1
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "pytorch_model.bin"])
+def test_checkpoint_file_without_config_is_not_read_as_a_neighbouring_gguf(tmp_path, name):
+    from src_helpers import write_gguf
+    write_gguf(tmp_path / "unrelated-Q4.gguf")
+    (tmp_path / name).write_bytes(b"\0" * 16)
+    with pytest.raises(SourceError) as e:
+        load_model_spec(str(tmp_path / name))
+    assert e.value.where == str(tmp_path / name)
+    assert e.value.what == "its folder has no config.json"
+    write_model_folder(tmp_path / "m", shards=1)                 # with config.json: as the folder
+    shard = tmp_path / "m" / "model-00001-of-00001.safetensors"
+    assert load_model_spec(str(shard)).checkpoint is not None
+
+
+def test_invalid_config_overrides_are_blamed_on_the_flags(no_hf_cache, tmp_path):
+    with pytest.raises(SourceError) as e:
+        load_model_spec("Qwen/Qwen3-8B", offline=True, config_overrides={"num_attention_heads": 0})
+    assert "after the command-line config overrides: num_attention_heads" in e.value.what
+    assert "--hf-overrides" in e.value.fix and "config.json" not in e.value.fix
+    bad = tmp_path / "config.json"                   # a bad file is still the file's fault
+    bad.write_text(json.dumps(dict(TINY_LLAMA, num_hidden_layers=0)))
+    with pytest.raises(SourceError) as e:
+        load_model_spec(str(bad), config_overrides={"rope_theta": 5.0})
+    assert "overrides" not in e.value.what and "config.json" in e.value.fix

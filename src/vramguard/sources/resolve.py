@@ -109,9 +109,24 @@ def _from_config(config: dict, overrides: dict | None, **kw) -> ModelSpec:
     """spec_from_config after vLLM's config overrides, noted in the spec."""
     if not overrides:
         return spec_from_config(config, **kw)
-    spec = spec_from_config(apply_overrides(config, overrides), **kw)
+    try:
+        spec = spec_from_config(apply_overrides(config, overrides), **kw)
+    except SourceError as exc:
+        spec_from_config(config, **kw)      # NOTE: a bad config.json still gets its own error
+        raise _override_error(exc, overrides) from None
     return dataclasses.replace(spec, notes=spec.notes + (
         "config.json overridden on the command line: " + ", ".join(sorted(overrides)),))
+
+
+def _override_error(exc: SourceError, overrides: dict) -> SourceError:
+    """The error of a config made invalid by the command-line overrides, blamed on them.
+
+    NOTE: called only when the config alone is valid, so the overridden value is at fault,
+    not the file (whose fix, "re-download config.json", would not help).
+    """
+    return SourceError(f"{exc.what} (after the command-line config overrides: "
+                       f"{', '.join(sorted(overrides))})", where=exc.where,
+                       fix="Fix the value given to --hf-overrides, --rope-scaling or --rope-theta")
 
 
 def apply_overrides(config: dict, overrides: dict) -> dict:
@@ -156,9 +171,21 @@ def from_file(path: Path, *, overrides: dict | None = None) -> ModelSpec:
         return _from_config(config, overrides, name=_name_of(config, path.parent),
                             source_ref=str(path))
     if path.suffix.lower() in (".safetensors", ".bin", ".pt", ".pth"):
-        return from_folder(path.parent, overrides=overrides)
+        return _from_checkpoint_file(path, overrides)
     raise SourceError(f"unsupported file type {path.suffix or '(none)'}", where=str(path),
                       fix="Pass a model folder, config.json or .gguf file")
+
+
+def _from_checkpoint_file(path: Path, overrides: dict | None) -> ModelSpec:
+    """A checkpoint file (.safetensors, .bin, ...) is read as its folder, with config.json.
+
+    NOTE: without config.json, from_folder would fall back to a .gguf in the same folder,
+    an unrelated model; a checkpoint file alone does not describe the model.
+    """
+    if not os.path.lexists(path.parent / "config.json"):
+        raise SourceError("its folder has no config.json", where=str(path),
+                          fix="Pass the model folder (with config.json) or its config.json")
+    return from_folder(path.parent, overrides=overrides)
 
 
 def _name_of(config: dict, folder: Path) -> str:
