@@ -57,6 +57,17 @@ def test_local_sharded_folder_shows_both_counts(tmp_path, capsys):
     assert "checkpoint files" in text and "[checkpoint]" in text
 
 
+def test_text_report_of_a_checkpoint_with_no_parameters(tmp_path, capsys):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    header = b"{}"
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    assert main(["model", str(folder)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "checkpoint tensors" in ln)
+    assert " 0  [checkpoint]" in line and "holds no parameters" in line
+
+
 def test_gguf_file(tmp_path, capsys):
     path = tmp_path / "tiny.gguf"
     write_gguf(path)

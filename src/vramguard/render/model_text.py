@@ -30,6 +30,17 @@ def _src(report: dict, field: str) -> str:
     return f"  [{source}]" if source else ""
 
 
+def _checkpoint_diff(diff: int | None) -> str:
+    """The checkpoint-minus-config parameter difference, in parentheses.
+
+    NOTE: the report leaves the difference out (null) when the checkpoint holds no
+    parameters (an empty or header-only file), as a comparison would mean nothing.
+    """
+    if diff is None:
+        return "(the checkpoint holds no parameters: no comparison with the config)"
+    return f"(checkpoint - config: {diff:+,})"
+
+
 def render_model(r: dict) -> str:
     """The human-readable report of one model."""
     s, p, w, kv, ml = r["spec"], r["params"], r["weights"], r["kv_cache"], r["max_model_len"]
@@ -72,7 +83,7 @@ def render_model(r: dict) -> str:
         out.append(f"  {'MTP (not loaded)':<20} {_n(p['mtp_not_loaded'])}")
     if p["checkpoint"] is not None:
         out.append(f"  {'checkpoint tensors':<20} {_n(p['checkpoint'])}  [checkpoint]  "
-                   f"(checkpoint - config: {p['checkpoint_minus_config']:+,})")
+                   + _checkpoint_diff(p["checkpoint_minus_config"]))
     out += ["", "weights (unsharded)",
             f"  {'16-bit':<20} {_gib(w['bf16_bytes'])}",
             f"  {'fp8':<20} {_gib(w['fp8_bytes'])}",
