@@ -358,7 +358,9 @@ def test_tp_all_reduce_memory_in_non_torch_by_version():
         return plan(llama31_8b(), s, h100, vllm_version=version).tightest.non_torch.value_bytes
     assert n("0.10.2") == full
     assert n("0.11.0") == n("0.17.1") == small
-    assert n("0.18.0") == n("0.30.0") == full
+    assert n("0.18.0") == n("0.26.0") == full
+    state = act.v2_sampler_state_bytes(llama31_8b(), 1024)     # 0.27+: V2 sampler state
+    assert n("0.30.0") == full + state
     assert n("0.19.0", tp2.with_(enforce_eager=True)) == small
     assert n("0.19.0", tp2.with_(disable_custom_all_reduce=True)) == small
     assert n("0.10.2", tp2.with_(disable_custom_all_reduce=True)) == small
@@ -562,3 +564,21 @@ def test_default_batched_tokens_clamped_by_seqs_times_length():
     assert sched("0.12.0", max_num_seqs=1) == sched("0.26.0", max_num_seqs=1) == (4096, 1)
     assert sched("0.19.0", max_num_batched_tokens=512) == (512, 512)
     assert sched("0.11.0", max_num_batched_tokens=512, max_num_seqs=256) == (512, 256)
+
+
+def test_v2_sampler_state_is_charged_from_027():
+    """Model Runner V2 keeps an int32 count per request x vocabulary entry (and a 1-bit prompt
+    mask) for penalties, allocated after the weights are measured; from 0.27 the budget charges
+    all memory consumed since the snapshot, so it is in the non-KV terms (last PP rank only).
+    Llama-3.1-8B, 256 requests: 256 x 4 x (128,256 + 4,008) = 135,438,336 bytes."""
+    from vramguard.core import activation as act
+    assert act.v2_sampler_state_bytes(llama31_8b(), 256) == 256 * 4 * (128256 + 4008)
+    l4 = lookup_gpu("L4")
+    s = Settings(max_model_len=8192, max_num_seqs=256)
+
+    def n(version, settings=s):
+        return [l.non_torch.value_bytes for l in
+                plan(llama31_8b(), settings, l4, vllm_version=version).ledgers]
+    assert n("0.27.0")[0] - n("0.26.0")[0] == 135_438_336        # dense: V2 from 0.25
+    first, last = n("0.30.0", s.with_(pipeline_parallel_size=2))
+    assert last - first == 135_438_336

@@ -148,6 +148,14 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> tuple[int, dict[st
     return total, parts
 
 
+def v2_sampler_state_bytes(spec: ModelSpec, num_reqs: int) -> int:
+    """Model Runner V2's persistent penalty state on the last PP rank: an int32 count per
+    request x vocabulary entry and a 1-bit prompt mask (`gpu/sample/penalties.py`)."""
+    if spec.is_encoder_only:
+        return 0
+    return num_reqs * 4 * (spec.vocab_size + -(-spec.vocab_size // 32))
+
+
 def sampler_warmup_bytes(spec: ModelSpec, num_reqs: int, profile_copies: float = 0.0) -> int:
     """Memory the sampler warm-up needs with `num_reqs` dummy requests (fp32 logits copies):
     the warm-up repeats the profile run's dummy sampler, so it needs at least as many copies

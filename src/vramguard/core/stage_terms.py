@@ -46,8 +46,15 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     pp = s.pipeline_parallel_size
     buffers = (tokens * (spec.token_buffer_bytes + spec.token_buffer_elems * dtype_b)
                if rules.init_token_buffers else 0)
+    # NOTE: allocated after the weights are measured; from 0.27 the budget charges all memory
+    # consumed since the snapshot, so the V2 sampler's per-request state is in it.
+    state = act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model else 0
     out = []
     for r, rng, w_est, n_est, shape, mamba_slot in fixed:
+        if state and r == pp - 1:
+            n_est = Estimate(n_est.value_bytes + state, n_est.low_bytes + state,
+                             n_est.high_bytes + state, n_est.source,
+                             n_est.note + " + the V2 sampler's per-request penalty state")
         if buffers:
             # NOTE: allocated at model init on every rank, inside the weights measurement.
             w_est = Estimate(w_est.value_bytes + buffers, w_est.low_bytes + buffers,
