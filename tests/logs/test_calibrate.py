@@ -153,3 +153,88 @@ def test_end_to_end_calibrate_then_plan_command(tmp_path, data_dir, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["calibrated"] is True
     assert out["per_gpu"]["kv_cache_bytes"] / GIB == pytest.approx(58.11, abs=0.1)
+
+
+def _small_log(tmp_path, args: str = "", name: str = "small.log"):
+    """A 0.10.1 startup with weights and available KV (enough for the combined term)."""
+    path = tmp_path / name
+    path.write_text(f"INFO non-default args: {{'model': 'Qwen/Qwen3-8B'{args}}}\n"
+                    "INFO vLLM API server version 0.10.1\n"
+                    "INFO Model loading took 15.27 GiB and 12.3 seconds\n"
+                    "INFO Available KV cache memory: 54.29 GiB\n")
+    return path
+
+
+@pytest.mark.parametrize("args, field", [
+    (", 'tensor_parallel_size': 'x'", "tensor_parallel_size 'x'"),
+    (", 'pipeline_parallel_size': [1]", "pipeline_parallel_size [1]"),
+    (", 'tensor_parallel_size': -1", "tensor_parallel_size -1"),
+    (", 'tensor_parallel_size': 2.5", "tensor_parallel_size 2.5"),
+    (", 'gpu_memory_utilization': 5.0", "gpu_memory_utilization 5.0"),
+    (", 'gpu_memory_utilization': -1", "gpu_memory_utilization -1"),
+    (", 'gpu_memory_utilization': 'abc'", "gpu_memory_utilization 'abc'"),
+])
+def test_calibrate_skips_a_log_with_impossible_logged_values(args, field, tmp_path, capsys):
+    """Values the plan flags refuse are not keyed or stored; the reason names the value."""
+    db = tmp_path / "c.sqlite3"
+    rc = main(["calibrate", str(_small_log(tmp_path, args)), "--gpu", "H100-80GB",
+               "--model-family", "qwen3", "--db", str(db), "--json"])
+    assert rc == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert not result["learned"] and result["reason"].startswith(f"{field} in the log")
+    with Store(db) as store:
+        assert store.startups() == []
+    assert main(["calibrate", str(_small_log(tmp_path)), "--gpu", "H100-80GB",
+                 "--model-family", "qwen3", "--db", str(db)]) == 0      # the same log, sane
+
+
+def test_calibrate_names_the_real_cause(tmp_path, capsys):
+    """A bad --vllm-version is blamed on the flag; a --model that cannot load says why."""
+    log = str(_small_log(tmp_path))
+    db = str(tmp_path / "c.sqlite3")
+    assert main(["calibrate", log, "--gpu", "H100-80GB", "--model-family", "qwen3",
+                 "--vllm-version", "abc", "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "--vllm-version: cannot read vLLM version 'abc'" in err and "log does not" not in err
+    assert main(["calibrate", log, "--gpu", "H100-80GB", "--model", str(tmp_path / "nope"),
+                 "--db", db]) == 2
+    err = capsys.readouterr().err
+    assert "cannot tell the model family" in err and "cannot load" in err
+    assert str(tmp_path / "nope") in err
+
+
+def test_history_limit_and_compare_bounds(tmp_path, capsys):
+    db = str(tmp_path / "c.sqlite3")
+    assert main(["calibrate", str(_small_log(tmp_path)), "--gpu", "H100-80GB",
+                 "--model-family", "qwen3", "--db", db]) == 0
+    capsys.readouterr()
+    for bad in ("0", "-1"):
+        assert main(["history", "--db", db, "--limit", bad]) == 2
+        assert "--limit: must be 1 or more" in capsys.readouterr().err
+    assert main(["history", "--db", db, "--limit", "99999999999999999999", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1
+    assert main(["history", "--db", db, "--compare", "99999999999999999999", "1"]) == 2
+    assert "--compare: no startup with id 99999999999999999999" in capsys.readouterr().err
+
+
+def test_store_refuses_a_foreign_sqlite_file_and_reading_writes_nothing(tmp_path, capsys):
+    import sqlite3
+    foreign = tmp_path / "f.sqlite3"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE foo(x)")
+    log = str(_small_log(tmp_path))
+    assert main(["history", "--db", str(foreign)]) == 2
+    assert "not a vramguard calibration store" in capsys.readouterr().err
+    assert main(["calibrate", log, "--gpu", "H100-80GB", "--model-family", "qwen3",
+                 "--db", str(foreign)]) == 2
+    assert "not a vramguard calibration store" in capsys.readouterr().err
+    tables = sqlite3.connect(foreign).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("foo",)]
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    assert main(["history", "--db", str(empty)]) == 2           # read-only: nothing written
+    assert "no calibration store yet" in capsys.readouterr().err
+    assert empty.stat().st_size == 0
+    assert main(["calibrate", log, "--gpu", "H100-80GB", "--model-family", "qwen3",
+                 "--db", str(empty)]) == 0                       # an empty file becomes one
+    assert main(["history", "--db", str(empty)]) == 0

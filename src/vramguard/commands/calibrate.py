@@ -3,8 +3,9 @@
 
 Each log is keyed by (GPU, vLLM version, model family, TP, PP). `vramguard plan` then uses
 the newest matching calibration (`vramguard.logs.store.load_calibration`).
-Exit 0 when every log was read (a log with too few numbers is reported and skipped),
-2 when a log cannot be read or the GPU / model family cannot be told.
+Exit 0 when every log was read (a log with too few numbers, or with a TP / PP /
+gpu_memory_utilization the plan flags would refuse, is reported and skipped),
+2 when a log cannot be read or the GPU / model family / vLLM version cannot be told.
 """
 
 from __future__ import annotations

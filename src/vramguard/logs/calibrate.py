@@ -23,26 +23,72 @@ def _digest(ex: Extracted, key: CalibrationKey) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+# NOTE: the plan flags whose ranges a logged value must meet: vLLM refuses the same values
+# at startup, so a log that carries them is damaged or edited, and its terms are not stored.
+_LOGGED_FLAGS = {"tensor_parallel_size": "--tensor-parallel-size",
+                 "pipeline_parallel_size": "--pipeline-parallel-size",
+                 "gpu_memory_utilization": "--gpu-memory-utilization"}
+
+
+def logged_value(ex: Extracted, field: str):
+    """The log's TP, PP or gpu_memory_utilization, checked like its plan flag; None when
+    the log does not carry it. Raises UsageError naming the logged value."""
+    from ..sources.vllm_values import convert_value
+    value = ex.settings.get(field)
+    if field == "gpu_memory_utilization":
+        value = ex.gpu_memory_utilization or value      # NOTE: the one learn() uses
+    if value is None:
+        return None
+    try:
+        return convert_value(_LOGGED_FLAGS[field], value)[field]
+    except UsageError as exc:
+        expected = (exc.fix or "").removeprefix("Expected ").rstrip(".")
+        raise UsageError(f"{field} {value!r} in the log is not valid: expected {expected}"
+                         ) from None
+
+
+def logged_problem(ex: Extracted) -> str | None:
+    """Why the log's TP, PP or utilization cannot be a real startup's, or None."""
+    for field in _LOGGED_FLAGS:
+        try:
+            logged_value(ex, field)
+        except UsageError as exc:
+            return exc.what
+    return None
+
+
 def key_for_log(ex: Extracted, *, gpu: str | None = None, model: str | None = None,
                 model_family_name: str | None = None, vllm_version: str | None = None):
     """(CalibrationKey, GpuSpec | None). Raises UsageError when a part cannot be told."""
     gspec, why = gpu_for_log(ex, gpu)
     if gspec is None:
         raise UsageError(f"cannot tell the GPU: {why}", fix="Pass --gpu NAME")
-    spec = None
+    spec = why = None
     if not model_family_name:
-        spec, _ = model_for_log(ex, model)
+        spec, why = model_for_log(ex, model)
     family = model_family(ex, spec, model_family_name)
     if not family:
-        raise UsageError("cannot tell the model family (model_type)",
+        # NOTE: say why the model did not load; "cannot tell" alone hides a bad --model
+        raise UsageError("cannot tell the model family (model_type)" + (f": {why}" if why else ""),
                          fix="Pass --model ID (loadable offline) or --model-family TYPE")
-    version = normalize_version(vllm_version or ex.version)
+    return CalibrationKey(gspec.name, _version(ex, vllm_version), family,
+                          logged_value(ex, "tensor_parallel_size") or 1,
+                          logged_value(ex, "pipeline_parallel_size") or 1), gspec
+
+
+def _version(ex: Extracted, flag: str | None) -> str:
+    """The normalised vLLM version: the flag's, else the log's. Raises UsageError."""
+    if flag:
+        version = normalize_version(flag)
+        if not version:
+            # NOTE: the flag is what is bad here, not the log
+            raise UsageError(f"cannot read vLLM version {flag!r}", where="--vllm-version",
+                             fix="Give a release such as 0.11.0")
+        return version
+    version = normalize_version(ex.version)
     if not version:
         raise UsageError("the log does not print the vLLM version", fix="Pass --vllm-version")
-    s = ex.settings
-    tp = int(s.get("tensor_parallel_size") or 1)
-    pp = int(s.get("pipeline_parallel_size") or 1)
-    return CalibrationKey(gspec.name, version, family, tp, pp), gspec
+    return version
 
 
 def calibrate_log(path: str, store, *, gpu=None, model=None, model_family=None,
@@ -52,6 +98,9 @@ def calibrate_log(path: str, store, *, gpu=None, model=None, model_family=None,
     source = None if path == "-" else path
     if ex.empty:
         return {"source": path, "learned": False, "reason": "no vLLM lines in this log"}
+    problem = logged_problem(ex)
+    if problem:
+        return {"source": path, "learned": False, "reason": problem}
     key, gspec = key_for_log(ex, gpu=gpu, model=model, model_family_name=model_family,
                              vllm_version=vllm_version)
     learned = learn(ex, key, total_gib=gspec.total_bytes / GIB if gspec else None, source=source)
