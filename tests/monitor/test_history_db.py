@@ -168,3 +168,42 @@ def test_second_writer_is_refused_readers_are_not(tmp_path):
     History(path, readonly=True).close()
     w.close()
     History(path).close()                      # free again once the writer closed
+
+
+def test_writer_whose_folder_cannot_be_made_is_a_clean_error(tmp_path, monkeypatch):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    with pytest.raises(MonitorError, match="cannot open the history file") as info:
+        History(plain / "h.sqlite3")
+    assert "--record" in info.value.line()
+    monkeypatch.setenv("VRAMGUARD_DATA_DIR", str(plain))       # the default path, under a file
+    with pytest.raises(MonitorError, match="cannot open the history file"):
+        History()
+
+
+def test_foreign_sqlite_file_is_refused_and_left_alone(tmp_path):
+    foreign = tmp_path / "f.sqlite3"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE foo(x)")
+    for readonly, flag in ((True, "--db"), (False, "--record")):
+        with pytest.raises(MonitorError, match="not a vramguard history file") as info:
+            History(foreign, readonly=readonly)
+        assert flag in info.value.line()
+    tables = sqlite3.connect(foreign).execute("SELECT name FROM sqlite_master").fetchall()
+    assert tables == [("foo",)]
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    with pytest.raises(MonitorError, match="no history recorded yet"):
+        History(empty, readonly=True)
+    History(empty).close()                       # an empty file is a new history to a writer
+
+
+def test_report_errors_name_its_own_option(tmp_path, capsys):
+    from vramguard.cli import main
+    bad = tmp_path / "bad.sqlite3"
+    bad.write_bytes(b"this is not a database" * 100)
+    assert main(["report", "--db", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "another --db FILE" in err and "--record" not in err
+    assert main(["report", "--db", str(tmp_path)]) == 2
+    assert "a folder, not a history file" in capsys.readouterr().err

@@ -15,6 +15,9 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ..errors import UsageError
     from ..logs.store import Store
+    if args.limit < 1:
+        raise UsageError(f"must be 1 or more, got {args.limit}", where="--limit",
+                         fix="Use e.g. --limit 50")
     with Store(args.db, create=False) as store:
         if args.compare:
             a, b = (store.get(i) for i in args.compare)

@@ -119,6 +119,8 @@ class Startup:
         return d
 
 
+# NOTE: SQLite's INTEGER range: no id is larger, and a larger bound fails to bind.
+_SQLITE_INT_MAX = 2**63 - 1
 _COLUMNS = [f for f in Startup.__dataclass_fields__]
 _WRITE_COLUMNS = [c for c in _COLUMNS if c != "id"] + ["digest"]
 
@@ -136,12 +138,30 @@ class Store:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(self.path), timeout=10)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.executescript(_SCHEMA)
+            if self._check_tables(create):
+                self.db.execute("PRAGMA journal_mode=WAL")
+                self.db.executescript(_SCHEMA)
         except (sqlite3.Error, OSError) as exc:
             raise MonitorError(f"cannot open the calibration store: {exc}", where=str(self.path),
                                fix="Check the path, or pass --db / set VRAMGUARD_DATA_DIR"
                                ) from None
+
+    def _check_tables(self, create: bool) -> bool:
+        """Whether to write the schema: only with `create`, into a store or an empty file.
+
+        NOTE: never adds tables to somebody else's SQLite file, and read-only uses (history,
+        plan) never write at all. Raises MonitorError for a file that is not a store."""
+        tables = {r[0] for r in self.db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "startups" in tables or (create and not tables):
+            return create
+        self.db.close()
+        if tables:
+            raise MonitorError("this file is not a vramguard calibration store",
+                               where=str(self.path),
+                               fix="Pass the --db FILE that `vramguard calibrate` wrote")
+        raise MonitorError("no calibration store yet (the file is empty)", where=str(self.path),
+                           fix="Run `vramguard calibrate LOG` first")
 
     def __enter__(self) -> "Store":
         return self
@@ -181,10 +201,13 @@ class Store:
         """Newest first."""
         sql = f"SELECT {', '.join(_COLUMNS)} FROM startups ORDER BY seen_at DESC, id DESC"
         if limit:
-            sql += f" LIMIT {int(limit)}"
+            sql += f" LIMIT {min(int(limit), _SQLITE_INT_MAX)}"
         return [_row(r) for r in self.db.execute(sql)]
 
     def get(self, startup_id: int) -> Startup | None:
+        """The startup with this id, or None."""
+        if abs(int(startup_id)) > _SQLITE_INT_MAX:
+            return None
         r = self.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM startups WHERE id = ?",
                             (int(startup_id),)).fetchone()
         return _row(r) if r else None

@@ -184,22 +184,22 @@ class History:
 
     # ---- connection -------------------------------------------------------------------
     def _errors(self, what: str):
-        return _SqliteErrors(self.path, what)
+        # NOTE: the fix names the option of the command at hand: report's --db, else --record
+        return _SqliteErrors(self.path, what, "--db" if self.readonly else "--record")
 
     def _connect(self) -> sqlite3.Connection:
         if self.readonly:
-            if not self.path.exists():
-                raise MonitorError("no history recorded yet", where=str(self.path),
-                                   fix="Run `vramguard watch` (it records by default) or "
-                                       "pass the file given to --record.")
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
-                                   isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout=5000")
-            return conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_writer()
+            return self._connect_readonly()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_writer()
+        except OSError as exc:       # NOTE: e.g. a parent that is a file, or read-only
+            raise MonitorError(f"cannot open the history file: {exc}", where=str(self.path),
+                               fix="Check the path, or pass another --record FILE / set "
+                                   "VRAMGUARD_DATA_DIR.") from None
         conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=5000")
+        self._check_tables(conn)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.executescript(_SCHEMA)
@@ -209,6 +209,39 @@ class History:
         conn.execute("UPDATE alerts SET resolved_ts=(SELECT max(ts) FROM ticks) "
                      "WHERE resolved_ts IS NULL")
         return conn
+
+    def _connect_readonly(self) -> sqlite3.Connection:
+        if not self.path.exists():
+            raise MonitorError("no history recorded yet", where=str(self.path),
+                               fix="Run `vramguard watch` (it records by default) or "
+                                   "pass the file given to --record.")
+        if self.path.is_dir():
+            raise MonitorError("this is a folder, not a history file", where=str(self.path),
+                               fix="Pass the file given to `vramguard watch --record`.")
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True,
+                               isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=5000")
+        self._check_tables(conn)
+        return conn
+
+    def _check_tables(self, conn: sqlite3.Connection) -> None:
+        """Refuse a database that is not a history file (MonitorError).
+
+        NOTE: a writer would add its tables to somebody else's SQLite file, and a reader
+        would only say "no such table"; an empty file is a new history for a writer."""
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "ticks" in tables or not (tables or self.readonly):
+            return
+        conn.close()
+        if tables:
+            raise MonitorError("this file is not a vramguard history file", where=str(self.path),
+                               fix="Pass the --db FILE that `vramguard watch --record` wrote."
+                               if self.readonly else "Pass another --record FILE: a new one, "
+                               "or one that vramguard wrote.")
+        raise MonitorError("no history recorded yet (the file is empty)", where=str(self.path),
+                           fix="Run `vramguard watch` (it records by default) or pass the file "
+                               "given to --record.")
 
     def _lock_writer(self) -> None:
         """One writer per file: a second `watch` recording to it would interleave ticks."""
@@ -548,8 +581,8 @@ class _Peek:
 class _SqliteErrors:
     """Context manager: sqlite3.Error -> MonitorError naming the file."""
 
-    def __init__(self, path: Path, what: str):
-        self.path, self.what = path, what
+    def __init__(self, path: Path, what: str, flag: str = "--record"):
+        self.path, self.what, self.flag = path, what, flag
 
     def __enter__(self):
         return self
@@ -559,6 +592,6 @@ class _SqliteErrors:
             raise MonitorError(f"history database {self.what} failed ({exc})",
                                where=str(self.path),
                                fix="Check the disk and permissions, or pass another "
-                                   "--record FILE.") from None
+                                   f"{self.flag} FILE.") from None
         return False
 
