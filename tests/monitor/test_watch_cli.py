@@ -7,6 +7,8 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from monitor_helpers import (ROOT, StubMetricsServer, engine, fixture_text, free_port, gpu,
                              sample, timeline_ticks)
 from vramguard.cli import main
@@ -119,3 +121,33 @@ def test_sigterm_ends_watch_cleanly(tmp_path):
         proc.terminate()
         _, err = proc.communicate(timeout=15)
     assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_record_path_that_cannot_be_made_is_exit_2(tmp_path, capsys, monkeypatch):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    down = f"http://127.0.0.1:{free_port()}"
+    assert main(["watch", "--once", "--no-gpu", "--url", down,
+                 "--record", str(plain / "h.sqlite3")]) == 2
+    assert "cannot open the history file" in capsys.readouterr().err
+    monkeypatch.setenv("VRAMGUARD_DATA_DIR", str(plain))
+    assert main(["watch", "--no-gpu", "--url", down]) == 2       # fails before the first tick
+    assert "cannot open the history file" in capsys.readouterr().err
+
+
+BAD_URLS = ["ftp://127.0.0.1:9", "http://[::1", "http://127.0.0.1:99999", "", "http://h:abc"]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_watch_refuses_a_url_stress_refuses(url, capsys):
+    assert main(["watch", "--once", "--no-gpu", "--url", url]) == 2
+    assert "--url: not a" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_exporter_refuses_a_url_before_serving(url, capsys, monkeypatch):
+    def serve(*_):
+        raise AssertionError("served with a bad --url")
+    monkeypatch.setattr("vramguard.monitor.exporter.serve", serve)
+    assert main(["exporter", "--no-gpu", "--listen", "127.0.0.1:0", "--url", url]) == 2
+    assert "--url: not a" in capsys.readouterr().err

@@ -57,6 +57,8 @@ def build(args, *, once: bool = False):
     if not args.url and args.no_gpu:
         raise UsageError("nothing to watch", where="--no-gpu",
                          fix="Give --url http://HOST:PORT of a vLLM server.")
+    for url in args.url:
+        check_url(url)
     if not 0 < args.kv_threshold <= 1:
         raise UsageError(f"must be in (0, 1], got {args.kv_threshold}", where="--kv-threshold")
     interval = parse_duration(args.interval, flag="--interval")
@@ -86,6 +88,21 @@ def build(args, *, once: bool = False):
     watcher = Watcher(config=config, history=history, planned_kv_tokens=args.planned_kv_tokens,
                       plan_request=plan_request, ignore_pids=args.ignore_pid)
     return sampler, watcher, path
+
+
+def check_url(url: str) -> None:
+    """Raise UsageError for a --url that `stress` refuses, or whose host or port cannot be
+    read. NOTE: else watch runs on and only shows the endpoint DOWN, exit 0."""
+    import urllib.parse
+
+    from ..errors import UsageError
+    from ..monitor.stress import base_url
+    try:
+        base_url(url)
+        urllib.parse.urlsplit(url if "://" in url else "http://" + url).port
+    except ValueError as exc:
+        raise UsageError(f"not a valid URL: {url!r} ({exc})", where="--url",
+                         fix="Give the vLLM server's URL, e.g. http://127.0.0.1:8000.") from None
 
 
 def _frame(watcher, sampler, path, args, color: bool, width: int) -> str:
