@@ -189,4 +189,10 @@ def _exec(command: list[str], env_words: dict[str, str]) -> int:
     except PermissionError:
         raise UsageError(f"cannot execute {command[0]!r}: permission denied",
                          where="vramguard run") from None
+    except OSError as exc:      # NOTE: e.g. not a program (ENOEXEC), a name too long
+        name = command[0] if len(command[0]) <= 200 else command[0][:200] + "..."
+        raise UsageError(f"cannot execute {name!r}: {exc.strerror or exc}",
+                         where="vramguard run",
+                         fix="Check that the command is vLLM's program, or give its full path"
+                         ) from None
     return 127   # not reached: exec replaced the process

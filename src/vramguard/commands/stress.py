@@ -41,15 +41,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _split_flags(text: str) -> list[str]:
+    """--vllm-flags as argv words, split like a pasted command line (UsageError on bad
+    quotes, naming --vllm-flags)."""
+    from ..errors import UsageError
+    from ..sources.vllm_args import split_command_line
+    try:
+        return split_command_line(text)
+    except UsageError as exc:
+        exc.where = "--vllm-flags"
+        raise
+
+
 def _planned(args):
     """The planner's KV pool (PlannedKv) when --model is given, else None."""
     if not args.model:
         return None
-    import shlex
-
     from ..monitor.stress import PlannedKv
     from . import plan as plan_cmd
-    argv = [args.model, *shlex.split(args.vllm_flags)]
+    argv = [args.model, *_split_flags(args.vllm_flags)]
     for flag, value in (("--gpu", args.gpu), ("--vllm-version", args.vllm_version)):
         if value:
             argv += [flag, value]
