@@ -183,8 +183,9 @@ def test_parse_levels_and_url():
             parse_levels(bad)
     assert base_url("127.0.0.1:8000/v1") == "http://127.0.0.1:8000"
     assert base_url("http://h:1/metrics") == "http://h:1"
-    with pytest.raises(UsageError):
-        base_url("ftp://h/x")
+    for bad in ("ftp://h/x", "http://[::1", "http://h:99999", "http://h:port", ""):
+        with pytest.raises(UsageError):
+            base_url(bad)
 
 
 def test_quantile():

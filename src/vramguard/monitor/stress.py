@@ -226,7 +226,12 @@ def base_url(url: str) -> str:
     """The server root of `url` (http/https only; a trailing /v1 or /metrics is dropped)."""
     if "://" not in url:
         url = "http://" + url
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port              # NOTE: raises ValueError for a port out of range or not a number
+    except ValueError as exc:   # e.g. "Invalid IPv6 URL"
+        raise UsageError(f"not a valid URL: {url!r} ({exc})", where="--url",
+                         fix="Give the vLLM server's URL, e.g. http://127.0.0.1:8000.") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"not an http(s) URL: {url!r}", where="--url",
                          fix="Give the vLLM server's URL, e.g. http://127.0.0.1:8000.")
