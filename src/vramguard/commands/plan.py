@@ -129,6 +129,21 @@ def _gpu(opts: _Options) -> tuple[object, list[str]]:
     return gpu, notes
 
 
+def _check_env_engine(version: str | None, cmd) -> None:
+    """An engine the version lacks, chosen by VLLM_USE_V1 in the pasted line: the error names
+    the variable (no --engine was given)."""
+    from ..core.rules import resolve_rules
+    from ..errors import UsageError
+    try:
+        resolve_rules(version, cmd.engine_hint)
+    except UsageError as exc:
+        if exc.where != "--engine":
+            raise
+        raise UsageError(exc.what, where=f"VLLM_USE_V1={cmd.env['VLLM_USE_V1']}",
+                         fix="Drop VLLM_USE_V1 from the command, or plan another --vllm-version"
+                         ) from None
+
+
 def make_plan(opts: _Options):
     """Parse inputs, load the model, call the planner. Returns (plan, cmd, notes)."""
     from ..errors import UsageError
@@ -141,6 +156,8 @@ def make_plan(opts: _Options):
     if engine is not None and engine.lower() not in ("v0", "v1"):
         raise UsageError(f"invalid value {engine!r}", where="--engine", fix="Expected v0 or v1.")
     version = opts.vllm_version or cmd.version_hint
+    if opts.engine is None and cmd.engine_hint is not None:
+        _check_env_engine(version, cmd)
     gpu, notes = _gpu(opts)
     free_bytes = None
     if opts.gpu_free_gib is not None:
