@@ -39,7 +39,8 @@ def llama31_8b(**kw):
 
 def deepseek_v3_kv_only(layers=61):
     """DeepSeek-V3's KV facts (MLA 512 + 64); parameters are irrelevant for KV tests."""
-    att = AttentionSpec(kind=MLA, mla_kv_lora_rank=512, mla_rope_head_dim=64)
+    att = AttentionSpec(kind=MLA, mla_kv_lora_rank=512, mla_rope_head_dim=64,
+                        mla_qk_nope_head_dim=128)
     lay = tuple(LayerSpec(att, LayerParams(attn_q=1000, mlp=1000)) for _ in range(layers))
     return ModelSpec(name="deepseek-ai/DeepSeek-V3", architecture="DeepseekV3ForCausalLM",
                      model_type="deepseek_v3", num_layers=layers, hidden_size=7168,

@@ -43,12 +43,33 @@ def test_deepseek_v3_mla_70272_at_any_tp(tp):
     assert lay.page_size_bytes == 64 * 70272
 
 
-def test_mla_block_size_by_version_and_128_on_blackwell():
+def test_mla_block_size_by_version_and_gpu_family():
+    """The block size of the MLA backend vLLM picks (platforms/cuda.py, the backends' kernel
+    block sizes): Hopper FlashMLA 64 (0.8-0.17), FLASH_ATTN_MLA 16 (0.18-0.31) then 64;
+    Blackwell FlashMLA unsupported (16) up to 0.10, CUTLASS_MLA 128 (0.11-0.14), FLASHINFER_MLA
+    for qk_nope_head_dim 128 (64, 0.15-0.17) and 64/128/192 (32, 0.18+), else CUTLASS 128;
+    Ampere Triton 16; sparse (indexer) MLA 64 from 0.11."""
+    from dataclasses import replace
     spec = deepseek_v3_kv_only()
+
+    def b(version, cc, model=spec):
+        return kv.default_block_size(model, Settings(), resolve_rules(version),
+                                     compute_capability=cc)
+    hopper, blackwell, ampere = (9, 0), (10, 0), (8, 0)
+    assert [b(v, hopper) for v in ("0.9.2", "0.11.0", "0.17.0", "0.18.0", "0.31.0",
+                                   "0.32.0")] == [64, 64, 64, 16, 16, 64]
+    assert [b(v, blackwell) for v in ("0.10.1", "0.11.0", "0.14.0", "0.15.0", "0.18.0",
+                                      "0.33.0")] == [16, 128, 128, 64, 32, 32]
+    assert [b(v, ampere) for v in ("0.9.2", "0.18.0", "0.33.0")] == [16, 16, 16]
+    other = replace(spec, layers=tuple(
+        replace(l, attention=replace(l.attention, mla_qk_nope_head_dim=96))
+        for l in spec.layers))
+    assert b("0.15.0", blackwell, other) == b("0.33.0", blackwell, other) == 128
+    sparse = replace(spec, layers=tuple(
+        replace(l, attention=replace(l.attention, indexer_bytes_per_token=132))
+        for l in spec.layers))
+    assert b("0.33.0", blackwell, sparse) == b("0.33.0", hopper, sparse) == 64
     rules = resolve_rules("0.33.0")
-    assert kv.default_block_size(spec, Settings(), rules, compute_capability=(9, 0)) == 16
-    assert kv.default_block_size(spec, Settings(), resolve_rules("0.9.2"), compute_capability=(9, 0)) == 64
-    assert kv.default_block_size(spec, Settings(), rules, compute_capability=(10, 0)) == 128
     assert kv.default_block_size(llama31_8b(), Settings(), rules) == 16
     assert kv.default_block_size(llama31_8b(), Settings(), rules, device="cpu") == 128
     assert kv.default_block_size(llama31_8b(), Settings(), resolve_rules("0.11.0"),

@@ -127,9 +127,23 @@ def default_block_size(spec: ModelSpec, settings: Settings, rules: VllmRules, *,
     if device == "cpu":
         return 16 if spec.uses_mla else rules.cpu_block_size
     if spec.uses_mla and rules.mla_supported:
-        blackwell = bool(compute_capability and compute_capability[0] == 10)
-        return 128 if blackwell else rules.mla_block_size
+        return _mla_block_size(spec, rules, compute_capability)
     return 16
+
+
+def _mla_block_size(spec: ModelSpec, rules: VllmRules, cc: tuple[int, int] | None) -> int:
+    """The block size of the MLA backend vLLM picks for this GPU family (rules fields)."""
+    mla = next(l.attention for l in spec.layers if l.attention.kind == MLA)
+    major = cc[0] if cc else None
+    if mla.indexer_bytes_per_token and rules.mla_block_sparse and major in (9, 10):
+        return rules.mla_block_sparse
+    if major == 10:
+        if mla.mla_qk_nope_head_dim in rules.mla_flashinfer_nope:
+            return rules.mla_block_flashinfer
+        return rules.mla_block_blackwell or rules.mla_block_size
+    if major == 9:
+        return rules.mla_block_hopper or rules.mla_block_size
+    return rules.mla_block_size
 
 
 def inflight_tokens(rules: VllmRules, settings: Settings, max_num_batched_tokens: int,

@@ -73,6 +73,7 @@ class AttentionSpec:
     chunk_size_tokens: int | None = None
     mla_kv_lora_rank: int | None = None    # MLA latent
     mla_rope_head_dim: int | None = None
+    mla_qk_nope_head_dim: int | None = None   # decides vLLM's Blackwell MLA backend
     mamba: MambaState | None = None
     indexer_bytes_per_token: int = 0       # sparse-attention indexer key cache (DeepSeek V3.2 /
                                            # GLM-5 DSA): fixed bytes (fp8 + scales), any KV dtype

@@ -66,6 +66,15 @@ class VllmRules:
     # block size the default MLA backend forces before Blackwell (FlashMLA 64 in v1 until
     # 0.10; 16 observed with the 0.19 default on H100 and in v0); Blackwell CUTLASS-MLA: 128
     mla_block_size: int = 16
+    # dense MLA per GPU family, from the attention backend vLLM picks (platforms/cuda.py; None:
+    # mla_block_size): Hopper (FlashMLA forces 64; FLASH_ATTN_MLA takes 16, 64 from 0.32),
+    # Blackwell (CUTLASS_MLA forces 128; FLASHINFER_MLA for the qk_nope_head_dim sizes its
+    # kernel takes: 64 in 0.15-0.17, 32 from 0.18); sparse (DSA indexer) MLA 64 from 0.11
+    mla_block_hopper: int | None = None
+    mla_block_blackwell: int | None = None
+    mla_flashinfer_nope: tuple[int, ...] = ()
+    mla_block_flashinfer: int | None = None
+    mla_block_sparse: int | None = None
     # v0 0.7.2-0.7.3 on CUDA (worker/cache_engine.py, VLLM_CUDA_MEM_ALIGN_KV_CACHE, default on):
     # each MLA cache entry is rounded up to this many bytes of the model dtype (576 -> 640
     # elements in bf16), in the block size and in the allocation; 0 = not padded
@@ -215,8 +224,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.0", "both", {"default_engine": "v1", "v1_falls_back_below_cc80": True,
                        "log_weights": "model_gb"}, "v1 default from 0.8.0 (§1a)"),
     ("0.8.0", "v1", {"log_capacity": "two_lines", "tokens_formula": "blocks_x_b",
-                     "mla_block_size": 64, "sched_defaults": "v1_080"},
-     "two capacity lines (§1b), defaults (§9), FlashMLA blocks (§4)"),
+                     "mla_block_hopper": 64, "sched_defaults": "v1_080"},
+     "two capacity lines (§1b), defaults (§9), FlashMLA blocks on Hopper (§4; "
+     "is_flashmla_supported: Hopper only)"),
     ("0.8.0", "v1", {"v1_falls_back_for_mamba": True},
      "Mamba/hybrid models fall back to v0 (arg_utils.py _is_v1_supported_oracle)"),
     ("0.8.1", "v1", {"sched_defaults": "v1_081"}, "§9"),
@@ -249,6 +259,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
                       "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
      "v0 removed (§1a); heavier dummy sampler (fitted)"),
+    ("0.11.0", "v1", {"mla_block_blackwell": 128, "mla_block_sparse": 64},
+     "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
     ("0.11.0", "v1", {"allreduce_in_n": "none"},
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"gpt_oss_capture_override": True},
@@ -274,8 +286,15 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mamba_cache_modes": True, "mamba_all_mode": True},
      "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
      "(config/cache.py, models/config.py MambaModelConfig)"),
+    ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
+     "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
+     "(platforms/cuda.py)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
+    ("0.18.0", "v1", {"mla_flashinfer_nope": (64, 128, 192), "mla_block_flashinfer": 32,
+                      "mla_block_hopper": 16},
+     "MLA block size from the chosen backend's kernel sizes (update_block_size_for_backend): "
+     "FLASHINFER_MLA [32, 64] -> 32 on Blackwell, FLASH_ATTN_MLA MultipleOf(16) on Hopper"),
     ("0.18.0", "v1", {"kv_group_max_ratio": 1.5}, "hybrid group-size threshold 1.5 "
      "(kv_cache_utils.py, checked in the 0.18-0.33 wheels)"),
     ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,
@@ -305,6 +324,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
     ("0.30.0", "v1", {"csa_auto_kv_ok": True},
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
+    ("0.32.0", "v1", {"mla_block_hopper": 64},
+     "FLASH_ATTN_MLA kernel blocks MultipleOf(64) (v1/attention/backends/mla/flashattn_mla.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033"}, "§1a, §4, §9"),

@@ -60,6 +60,7 @@ def build_mla(a: Arch) -> Body:
         # NOTE: the indexer's key cache is fp8 + one fp32 scale per 128 values (vLLM
         # DeepseekV32IndexerCache), whatever the KV cache dtype: 128 + 4 = 132 bytes.
         att = AttentionSpec(kind=MLA, mla_kv_lora_rank=kv_rank, mla_rope_head_dim=rope,
+                            mla_qk_nope_head_dim=nope,
                             indexer_bytes_per_token=(idx_dim + idx_dim // 128 * 4) if indexer else 0)
         layers.append(LayerSpec(att, LayerParams(**p)))
     topk_bytes = 0
