@@ -586,3 +586,17 @@ def test_v2_sampler_state_is_charged_from_027():
     assert n("0.27.0")[0] - n("0.26.0")[0] == 135_438_336        # dense: V2 from 0.25
     first, last = n("0.30.0", s.with_(pipeline_parallel_size=2))
     assert last - first == 135_438_336
+
+
+def test_mamba_blocks_check_covers_pure_mamba_models():
+    """0.20+: with full decode CUDA graphs vLLM needs a Mamba block per sequence whenever the
+    KV config has Mamba layers (`kv_cache_config.has_mamba_layers`), hybrid or not."""
+    from vramguard.sources.resolve import load_model_spec
+    spec = load_model_spec("tiiuae/falcon-mamba-7b", offline=True)       # attention-free
+    s = Settings(max_num_seqs=1024, gpu_memory_utilization=0.5)
+    p = plan(spec, s, lookup_gpu("L40S"), vllm_version="0.30.0")
+    assert p.outcome.failure == "mamba_blocks_below_max_num_seqs"
+    assert f"exceeds available Mamba cache blocks ({p.kv.num_blocks})" in p.outcome.message
+    assert plan(spec, s, lookup_gpu("L40S"), vllm_version="0.19.0").outcome.ok
+    assert plan(spec, s.with_(enforce_eager=True), lookup_gpu("L40S"),
+                vllm_version="0.30.0").outcome.ok

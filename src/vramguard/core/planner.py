@@ -23,7 +23,7 @@ from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
 from .gpu import GpuSpec
-from .model import ModelSpec
+from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
@@ -545,8 +545,10 @@ class _Walk(PlanReport):
         rules, s, spec = self.rules, self.s, self.spec
         eager = bool(s.enforce_eager) or self.device == "cpu"
         seqs = self.eff.values["max_num_seqs"]
-        # NOTE: `is_hybrid` scans the layers: tested last.
-        if rules.mamba_blocks_check and not eager and seqs > cap.num_blocks and spec.is_hybrid:
+        # NOTE: any Mamba layer (hybrid or pure: `kv_cache_config.has_mamba_layers`); the
+        # layer scan is tested last.
+        if (rules.mamba_blocks_check and not eager and seqs > cap.num_blocks
+                and MAMBA in spec.attention_kinds()):
             self._failed(F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS,
                          msg.mamba_blocks_message(seqs, cap.num_blocks))
             return
