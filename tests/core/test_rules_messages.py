@@ -87,6 +87,7 @@ ROWS = {
                            msg_no_kv="cpu", msg_fit="v1_022"),
     ("0.25.0", "v1"): dict(model_runner_v2="dense", sliding_inflight="batched"),
     ("0.26.0", "v1"): dict(sliding_inflight="batched_x_batches", consumed_model=False,
+                           graph_probe_rocm=True,
                            csa_grouping="padded"),
     ("0.27.0", "v1"): dict(consumed_model=True, log_capacity="two_lines",
                            csa_grouping="packed", csa_auto_kv_ok=False),
@@ -600,3 +601,18 @@ def test_mamba_blocks_check_covers_pure_mamba_models():
     assert plan(spec, s, lookup_gpu("L40S"), vllm_version="0.19.0").outcome.ok
     assert plan(spec, s.with_(enforce_eager=True), lookup_gpu("L40S"),
                 vllm_version="0.30.0").outcome.ok
+
+
+def test_no_graph_estimate_on_rocm_before_026():
+    """0.18-0.25 probed CUDA-graph memory on CUDA only (gpu_worker.py): on AMD the graphs are
+    not subtracted from the budget (they must fit in the headroom); from 0.26 they are."""
+    mi300x = lookup_gpu("MI300X")
+    s = Settings(max_model_len=8192)
+
+    def budget(version, gpu=mi300x):
+        """What the budget subtracts besides weights, activation and non-torch: G or 0."""
+        t = plan(llama31_8b(), s, gpu, vllm_version=version).tightest
+        return (t.requested.value_bytes - t.weights.value_bytes - t.activation.value_bytes
+                - t.non_torch.value_bytes - t.kv_cache.value_bytes)
+    assert budget("0.20.0") == budget("0.25.0") == 0                   # G not subtracted
+    assert budget("0.26.0") > 0 and budget("0.20.0", lookup_gpu("H100")) > 0

@@ -27,8 +27,8 @@ from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
-from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_env, resolve_rules,
-                    v0_scheduler_defaults)
+from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_device, apply_env,
+                    resolve_rules, v0_scheduler_defaults)
 from .settings import Settings
 from .stage_terms import base_terms as _base_terms
 from .stage_terms import fixed_terms as _fixed_terms
@@ -323,7 +323,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
           hooks, env, detail, cuda_ordinal=0) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
     rules, fallback = _pick_rules(version, engine, gpu, spec)
-    rules = apply_env(rules, env)
+    rules = apply_device(apply_env(rules, env), gpu.vendor)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
     _validate(spec, settings, rules)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)

@@ -177,6 +177,9 @@ class VllmRules:
     # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 turns the "greater than the derived max_model_len"
     # error into a warning (config.py `_get_and_verify_max_len`, every examined release)
     allow_long_max_model_len: bool = False
+    # the CUDA-graph memory probe runs on ROCm too (0.26+: `is_cuda_alike()`; 0.18-0.25
+    # probed CUDA only, so on AMD the graphs were neither estimated nor budgeted)
+    graph_probe_rocm: bool = False
 
     @property
     def version(self) -> str:
@@ -308,6 +311,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
     ("0.25.0", "v1", {"model_runner_v2": "dense"}, "Model Runner V2 default (PR 44443)"),
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
+    ("0.26.0", "v1", {"graph_probe_rocm": True},
+     "CUDA-graph memory probe on ROCm too (gpu_worker.py is_cuda_alike, PR 44825)"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
     ("0.27.0", "v1", {"csa_grouping": "packed"},
      "DeepSeek-V4: sliding pages no longer padded; unweighted concurrency (kv_cache_utils.py)"),
@@ -452,6 +457,22 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     if val is not None and rules.model_runner_v2 != "none":
         rules = replace(rules, model_runner_v2="all" if _truthy(val) else "off")
     return rules
+
+
+_ON_DEVICE: dict = {}
+
+
+def apply_device(rules: VllmRules, vendor: str) -> VllmRules:
+    """The row as the GPU's vendor changes it: on AMD before 0.26 no CUDA-graph estimate
+    (`gpu_worker.py` probed only on CUDA), so graphs live in the headroom as before 0.18."""
+    if vendor != "amd" or rules.graph_probe_rocm or rules.graph_budget == "headroom":
+        return rules
+    hit = _ON_DEVICE.get(id(rules))       # NOTE: one object per row: the memo keys on identity
+    if hit is None or hit[0] is not rules:
+        if len(_ON_DEVICE) > 64:          # NOTE: rows changed by `env` are new objects each time
+            _ON_DEVICE.clear()
+        hit = _ON_DEVICE[id(rules)] = (rules, replace(rules, graph_budget="headroom"))
+    return hit[1]
 
 
 def _truthy(val: str) -> bool:
