@@ -1,5 +1,7 @@
 """The version table (one assertion set per row) and vLLM's message texts by version."""
 
+import re
+
 import pytest
 
 from core_specs import dense, llama31_8b
@@ -85,14 +87,15 @@ ROWS = {
                            msg_fit="v1_014", msg_no_kv="docs"),
     ("0.22.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
                            msg_no_kv="cpu", msg_fit="v1_022"),
-    ("0.25.0", "v1"): dict(model_runner_v2="dense", sliding_inflight="batched"),
+    ("0.25.0", "v1"): dict(model_runner_v2="dense", sliding_inflight="batched",
+                           log_weights_v2="model_s_v2"),
     ("0.26.0", "v1"): dict(sliding_inflight="batched_x_batches", consumed_model=False,
                            graph_probe_rocm=True,
                            csa_grouping="padded"),
     ("0.27.0", "v1"): dict(consumed_model=True, log_capacity="two_lines",
                            csa_grouping="packed", csa_auto_kv_ok=False),
     ("0.28.0", "v1"): dict(hybrid_prefix_caching_default=True, log_capacity="one_line", sched_defaults="v1_028",
-                           null_block_in_check=False, mamba_all_mode=False),
+                           null_block_in_check=False, mamba_all_mode=False, log_weights_v2=None),
     ("0.29.0", "v1"): dict(null_block_in_check=True, model_runner_v2="all",
                            csa_grouping="balanced"),
     ("0.30.0", "v1"): dict(log_capacity="device_line", rope_yarn_excluded=True,
@@ -616,3 +619,19 @@ def test_no_graph_estimate_on_rocm_before_026():
                 - t.non_torch.value_bytes - t.kv_cache.value_bytes)
     assert budget("0.20.0") == budget("0.25.0") == 0                   # G not subtracted
     assert budget("0.26.0") > 0 and budget("0.20.0", lookup_gpu("H100")) > 0
+
+
+def test_model_runner_v2_weights_line():
+    """Model Runner V2 printed "Model loading took X GiB and Y seconds" (no "memory") in
+    0.25-0.27 (gpu/model_runner.py), like V1 from 0.28; the V1 runner kept "GiB memory"."""
+    from core_specs import qwen3_next_kv_only
+    h100 = lookup_gpu("H100")
+    s = Settings(max_model_len=8192)
+
+    def line(version, spec):
+        return plan(spec, s, h100, vllm_version=version).log_lines[0]
+    assert re.fullmatch(r"Model loading took [\d.]+ GiB and … seconds",
+                        line("0.27.0", llama31_8b()))
+    assert re.fullmatch(r"Model loading took [\d.]+ GiB memory and … seconds",
+                        line("0.28.0", llama31_8b()))
+    assert "GiB memory" in line("0.27.0", qwen3_next_kv_only())        # hybrid: V1 runner

@@ -143,15 +143,18 @@ def max_len_message(user_len: int, key: str, derived: int, tokenizer_max: int | 
 
 # ---- log lines (§1b, §6, §11) ---------------------------------------------------------
 
-def weights_log(rules: VllmRules, weights_bytes: int) -> str:
+def weights_log(rules: VllmRules, weights_bytes: int, v2_runner: bool = False) -> str:
+    """vLLM's weights line (`v2_runner`: Model Runner V2 loads the model)."""
     x = weights_bytes / _GIB
+    form = rules.log_weights_v2 if v2_runner and rules.log_weights_v2 else rules.log_weights
     return {
         "loading_gb": f"Loading model weights took {x:.4f} GB",
         "model_gb": f"Model loading took {x:.4f} GB and … seconds",
         "model_gib": f"Model loading took {x:.4f} GiB and … seconds",
         "model_gib_memory": f"Model loading took {x:.4f} GiB memory and … seconds",
         "model_s": f"Model loading took {round(x, 2)} GiB memory and … seconds",
-    }[rules.log_weights]
+        "model_s_v2": f"Model loading took {round(x, 2)} GiB and … seconds",
+    }[form]
 
 
 def available_kv_log(rules: VllmRules, kv_bytes: int, *, total_bytes: int = 0, util: float = 0.0,

@@ -162,8 +162,10 @@ class VllmRules:
     msg_fit: str = "v0"
     msg_autofit: bool = False
     msg_load_failure: bool = False           # 0.13+: "Failed to load model - not enough GPU memory"
-    # "loading_gb" | "model_gb" | "model_gib" | "model_gib_memory" | "model_s"
+    # "loading_gb" | "model_gb" | "model_gib" | "model_gib_memory" | "model_s" | "model_s_v2"
     log_weights: str = "loading_gb"
+    # Model Runner V2's own weights line where it differs ("model_s_v2": no "memory", 0.25-0.27)
+    log_weights_v2: str | None = None
     # "none" | "v0_064" | "v0_profile" | "avail_2f" | "avail_s"
     log_available: str = "none"
     # "v0_gpu_blocks" | "v0_cuda_blocks" | "v0_cuda_lower" | "v1_070" | "two_lines" | "one_line"
@@ -309,6 +311,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
      "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
     ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
+    ("0.25.0", "v1", {"log_weights_v2": "model_s_v2"},
+     "V2's 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.25.0", "v1", {"model_runner_v2": "dense"}, "Model Runner V2 default (PR 44443)"),
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
     ("0.26.0", "v1", {"graph_probe_rocm": True},
@@ -316,6 +320,7 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
     ("0.27.0", "v1", {"csa_grouping": "packed"},
      "DeepSeek-V4: sliding pages no longer padded; unweighted concurrency (kv_cache_utils.py)"),
+    ("0.28.0", "v1", {"log_weights_v2": None}, "V2 prints 'GiB memory' like V1"),
     ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
     ("0.28.0", "v1", {"hybrid_prefix_caching_default": True},
      "prefix caching on for hybrid models: mamba_cache_mode 'align' (arg_utils.py)"),
