@@ -100,7 +100,7 @@ ROWS = {
                            csa_grouping="balanced"),
     ("0.30.0", "v1"): dict(log_capacity="device_line", rope_yarn_excluded=True,
                            csa_auto_kv_ok=True),
-    ("0.32.0", "v1"): dict(cublas_before_snapshot=False, mla_block_hopper=64),
+    ("0.32.0", "v1"): dict(cublas_before_snapshot=False, mla_block_hopper=64, msg_autofit_kv=True),
     ("0.33.0", "v1"): dict(cublas_before_snapshot=True, modelopt_kv_auto_fp8=True,
                            sched_defaults="v1_033", sched_clamp_by_len=True,
                            mamba_all_mode=False),
@@ -635,3 +635,22 @@ def test_model_runner_v2_weights_line():
     assert re.fullmatch(r"Model loading took [\d.]+ GiB memory and … seconds",
                         line("0.28.0", llama31_8b()))
     assert "GiB memory" in line("0.27.0", qwen3_next_kv_only())        # hybrid: V1 runner
+
+
+def test_auto_fit_log_lines_by_version():
+    """0.14-0.31: "... fit in available GPU memory (X GiB available for KV cache)" and a full
+    fit without a figure; 0.32+: "... available KV cache memory (X GiB GPU)" (kv_cache_utils)."""
+    old, new = R("0.31.0"), R("0.32.0")
+    kv = int(6.57 * GIB)
+    assert msg.autofit_log(old, 131072, 53776, kv) == (
+        "Auto-fit max_model_len: reduced from 131072 to 53776 to fit in available GPU memory "
+        "(6.57 GiB available for KV cache)")
+    assert msg.autofit_full_log(old, 8192, kv) == (
+        "Auto-fit max_model_len: full model context length 8192 fits in available GPU memory")
+    assert msg.autofit_log(new, 131072, 53776, kv) == (
+        "Auto-fit max_model_len: reduced from 131072 to 53776 to fit in available KV cache "
+        "memory (6.57 GiB GPU)")
+    assert msg.autofit_full_log(new, 8192, kv, "CPU").endswith("KV cache memory (6.57 GiB CPU)")
+    from vramguard.logs.parser import parse_text
+    for version in (old, new):
+        assert parse_text(msg.autofit_log(version, 131072, 53776, kv)).auto_fit == (131072, 53776)

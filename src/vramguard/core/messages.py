@@ -214,14 +214,21 @@ def kv_memory_bytes_log(free_bytes: int, kv_bytes: int) -> str:
             "profiling. This does not respect the gpu_memory_utilization config. …")
 
 
-def autofit_log(reduced_from: int, to: int, kv_bytes: int) -> str:
-    return (f"Auto-fit max_model_len: reduced from {reduced_from} to {to} to fit in available "
-            f"KV cache memory ({_r2(kv_bytes)} GiB)")
+def autofit_log(rules: VllmRules, reduced_from: int, to: int, kv_bytes: int,
+                device: str = "GPU") -> str:
+    """`--max-model-len auto` shortened the length (`kv_bytes`: the limiting worker's)."""
+    head = f"Auto-fit max_model_len: reduced from {reduced_from} to {to} to fit in available "
+    if rules.msg_autofit_kv:
+        return head + f"KV cache memory ({_r2(kv_bytes)} GiB {device})"
+    return head + f"GPU memory ({_r2(kv_bytes)} GiB available for KV cache)"
 
 
-def autofit_full_log(length: int, kv_bytes: int) -> str:
-    return (f"Auto-fit max_model_len: full model context length {length} fits in available KV "
-            f"cache memory ({_r2(kv_bytes)} GiB)")
+def autofit_full_log(rules: VllmRules, length: int, kv_bytes: int, device: str = "GPU") -> str:
+    """`--max-model-len auto` kept the model's whole length."""
+    head = f"Auto-fit max_model_len: full model context length {length} fits in available "
+    if rules.msg_autofit_kv:
+        return head + f"KV cache memory ({_r2(kv_bytes)} GiB {device})"
+    return head + "GPU memory"
 
 
 def override_log(computed: int, override: int) -> str:

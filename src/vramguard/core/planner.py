@@ -501,9 +501,13 @@ class _Walk(PlanReport):
                 if fit <= 0:
                     self._failed(F.NO_KV_MEMORY, msg.autofit_fail_message())
                     return None
-                kv_min = min(st.kv for st in stages)
-                self.logs.append(msg.autofit_log(self.L, fit, kv_min) if fit < self.L
-                                 else msg.autofit_full_log(self.L, kv_min))
+                # NOTE: the limiting worker's memory as the fit check sees it (the null block
+                # and a blocks override applied)
+                kv_min = min(self._avail(st) for st in stages)
+                dev = "CPU" if self.device == "cpu" else "GPU"
+                self.logs.append(msg.autofit_log(rules, self.L, fit, kv_min, dev)
+                                 if fit < self.L else
+                                 msg.autofit_full_log(rules, self.L, kv_min, dev))
                 self.L = fit
                 self.eff.set("max_model_len", fit, _DERIVED)
             for st in stages:

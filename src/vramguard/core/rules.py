@@ -161,6 +161,9 @@ class VllmRules:
     # "v0" | "v1_070" | "v1_083" | "v1_084" | "v1_091" | "v1_013" | "v1_014" | "v1_022"
     msg_fit: str = "v0"
     msg_autofit: bool = False
+    # 0.32+: auto-fit lines say "available KV cache memory (X GiB GPU)" (0.14-0.31: "available
+    # GPU memory", the reduced line adding "(X GiB available for KV cache)")
+    msg_autofit_kv: bool = False
     msg_load_failure: bool = False           # 0.13+: "Failed to load model - not enough GPU memory"
     # "loading_gb" | "model_gb" | "model_gib" | "model_gib_memory" | "model_s" | "model_s_v2"
     log_weights: str = "loading_gb"
@@ -334,6 +337,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
     ("0.30.0", "v1", {"csa_auto_kv_ok": True},
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
+    ("0.32.0", "v1", {"msg_autofit_kv": True},
+     "auto-fit lines name the KV cache memory and its device (kv_cache_utils.py)"),
     ("0.32.0", "v1", {"mla_block_hopper": 64},
      "FLASH_ATTN_MLA kernel blocks MultipleOf(64) (v1/attention/backends/mla/flashattn_mla.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
