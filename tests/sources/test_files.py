@@ -137,24 +137,14 @@ def test_legacy_pickle_bin_is_refused(tmp_path):
 
 
 def test_gguf_deepseek2_metadata_maps_to_mla(tmp_path):
-    import gguf
-    import numpy as np
     path = tmp_path / "ds.gguf"
-    w = gguf.GGUFWriter(str(path), "deepseek2")
-    for key, value in {"block_count": 2, "embedding_length": 64, "feed_forward_length": 128,
-                       "attention.head_count": 4, "attention.head_count_kv": 4,
-                       "expert_count": 4, "expert_used_count": 2,
-                       "expert_feed_forward_length": 32, "expert_shared_count": 1,
-                       "leading_dense_block_count": 1, "attention.kv_lora_rank": 32,
-                       "attention.key_length": 24, "attention.value_length": 16,
-                       "rope.dimension_count": 8, "context_length": 1024}.items():
-        w.add_uint32(f"deepseek2.{key}", value)
-    w.add_token_list([f"t{i}" for i in range(32)])
-    w.add_tensor("token_embd.weight", np.zeros((32, 64), dtype=np.float16))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _gguf_with(path, "deepseek2", {
+        "block_count": 2, "embedding_length": 64, "feed_forward_length": 128,
+        "attention.head_count": 4, "attention.head_count_kv": 4, "expert_count": 4,
+        "expert_used_count": 2, "expert_feed_forward_length": 32, "expert_shared_count": 1,
+        "leading_dense_block_count": 1, "attention.kv_lora_rank": 32,
+        "attention.key_length": 24, "attention.value_length": 16, "rope.dimension_count": 8,
+        "context_length": 1024})
     spec = gguf_src.spec_from_gguf(path)
     assert spec.uses_mla and spec.kv_bytes_per_token() == 2 * (32 + 8) * 2
     assert spec.moe.num_experts == 4 and spec.moe.first_dense_layers == 1
