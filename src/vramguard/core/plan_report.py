@@ -16,8 +16,8 @@ from ._frozen import maker, replacer
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .model import CHUNKED, CSA, MAMBA, SLIDING
-from .stage_terms import (_model_runner_v2, async_scheduling, custom_all_reduce_in_n,
-                          custom_all_reduce_runs, mamba_cache_mode, sampler_copies,
+from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
+                          mamba_cache_mode, model_runner_v2, sampler_copies,
                           v0_mamba_slot_bytes, v0_mamba_slots)
 from .weights import runtime_dtype_bytes
 
@@ -102,7 +102,7 @@ class PlanReport:
         if self.device == "cpu":
             lines = ["Loading weights took … seconds"]
         else:
-            v2 = bool(rules.log_weights_v2) and _model_runner_v2(self.spec, self.s, rules)
+            v2 = bool(rules.log_weights_v2) and model_runner_v2(self.spec, self.s, rules)
             lines = [msg.weights_log(rules, self.stages[0].weights.value_bytes, v2)]
         if (self.fail and self.fail.failure in (F.FREE_MEMORY_BELOW_REQUEST, F.WEIGHTS_OOM,
                                                 F.PROFILE_RUN_OOM)):

@@ -63,8 +63,8 @@ class VllmRules:
     # ---- blocks, groups, capacity (§4, §5, §6) ----
     cpu_block_size: int = 16                 # 128 from 0.12
     mla_supported: bool = False              # MLA latent cache (v0 0.7.1+, v1)
-    # block size the default MLA backend forces before Blackwell (FlashMLA 64 in v1 until
-    # 0.10; 16 observed with the 0.19 default on H100 and in v0); Blackwell CUTLASS-MLA: 128
+    # MLA block size where no field below applies: v0, Ampere and older (Triton MLA), AMD,
+    # unknown compute capability
     mla_block_size: int = 16
     # dense MLA per GPU family, from the attention backend vLLM picks (platforms/cuda.py; None:
     # mla_block_size): Hopper (FlashMLA forces 64; FLASH_ATTN_MLA takes 16, 64 from 0.32),

@@ -98,7 +98,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     custom_ar = custom_all_reduce_in_n(s, rules, gpu, eager)
     # NOTE: the Mamba cache mode decides the runner, the runner the sampler copies: each once.
     mamba_mode = mamba_cache_mode(spec, s, rules)
-    v2 = _model_runner_v2(spec, s, rules, mamba_mode)
+    v2 = model_runner_v2(spec, s, rules, mamba_mode)
     copies = sampler_copies(spec, s, rules, v2)
     draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
@@ -185,7 +185,7 @@ def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules,
     V2 runs the model, when the caller knows it."""
     copies = rules.profile_sampler_copies
     if v2 is None:
-        v2 = _model_runner_v2(spec, s, rules)
+        v2 = model_runner_v2(spec, s, rules)
     if s.num_speculative_tokens > 0 and not v2:
         copies = max(copies, rules.spec_sampler_copies)
     return copies
@@ -265,8 +265,8 @@ _V1_RUNNER_SPEC_METHODS = frozenset({"ngram", "ngram_gpu", "draft_model", "suffi
                                      "mlp_speculator", "custom_class"})
 
 
-def _model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
-                     mamba_mode: str | None = None) -> bool:
+def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
+                    mamba_mode: str | None = None) -> bool:
     """Whether Model Runner V2 runs the model (`mamba_mode`: `mamba_cache_mode`, when the
     caller has it)."""
     if rules.model_runner_v2 == "none":
