@@ -82,6 +82,8 @@ def test_help(capsys):
     ([MODEL, "--swap-space", "1e308"], "swap_space must be between 0 and"),
     ([MODEL, "-pp", "29"], "larger than the model's 28 decoder layers"),
     (["--", "VLLM_USE_V1=0 vllm serve " + MODEL], "VLLM_USE_V1=0: vLLM 0.33.0 has no v0 engine"),
+    (["--", "vllm serve " + MODEL + " --gpu L40S"],
+     "--gpu is vramguard's option, not vLLM's: give it outside the quoted launch command"),
 ])
 def test_bad_input_exit_2(capsys, argv, needle):
     rc, out, err = run(capsys, *argv)

@@ -150,6 +150,7 @@ def test_workload_file(capsys, tmp_path):
     ([MODEL, "--gpu-memory-gib", "1e308"], "<= 1,048,576"),
     ([MODEL, "--gpu-free-gib", "1e308"], "<= 1,048,576"),
     ([MODEL, "--headroom-gib", "1e308"], "<= 1,048,576"),
+    (["--", "vllm serve " + MODEL + " --json"], "--json is vramguard's option, not vLLM's"),
 ])
 def test_bad_input_exit_2(capsys, argv, needle):
     rc, out, err = run(capsys, *argv, "--offline")

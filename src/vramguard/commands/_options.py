@@ -121,3 +121,22 @@ def split_options(argv, *, bool_flags, value_flags, repeatable=(),
         else:
             rest.append(tok)
     return out
+
+
+def launch_command(split: "SplitArgs | object", own_options: tuple[str, ...]):
+    """`command_from_tokens` of a command's vLLM tokens and pasted line; when vLLM's parse
+    fails on a word that is one of this command's own options written inside the pasted line
+    (`-- "vllm serve M --gpu L40S"`, read by vLLM as `--gpu-memory-utilization`), the error
+    says to give that option outside the launch line."""
+    from ..errors import UsageError
+    from ..sources.vllm_args import command_from_tokens
+    try:
+        return command_from_tokens(split.vllm_tokens, split.pasted)
+    except UsageError as exc:
+        words = [w for part in (split.pasted or []) for w in str(part).split()]
+        mine = next((w.split("=")[0] for w in words if w.split("=")[0] in own_options), None)
+        if mine is None:
+            raise
+        raise UsageError(exc.what, where=exc.where,
+                         fix=f"{mine} is vramguard's option, not vLLM's: give it outside the "
+                             "quoted launch command") from None

@@ -70,11 +70,11 @@ def parse_options(argv: Sequence[str], *, value_flags: Sequence[str] = OWN_VALUE
 def vllm_command(opts: Options):
     """The VllmCommand from the pasted command line or the MODEL + flags given to check."""
     from ..errors import UsageError
-    from ..sources.vllm_args import command_from_tokens
+    from ._options import launch_command
     if opts.pasted is not None and opts.vllm_tokens:
         raise UsageError(f"unexpected {opts.vllm_tokens[0]!r} before `--`",
                          fix="With `--`, put every vLLM flag in the pasted command")
-    cmd = command_from_tokens(opts.vllm_tokens, opts.pasted)
+    cmd = launch_command(opts, OWN_VALUE + OWN_BOOL)
     if not cmd.model:
         raise UsageError("no model given", where="vramguard check",
                          fix="Write `vramguard check MODEL [flags]` or "

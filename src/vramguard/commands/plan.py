@@ -96,13 +96,13 @@ def _positive_gib(flag: str, text: str) -> float:
 def _command(opts: _Options):
     """The VllmCommand from the pasted line and/or the flags given to plan."""
     from ..errors import UsageError
-    from ..sources.vllm_args import command_from_tokens
+    from ._options import launch_command
     if opts.pasted == []:
         raise UsageError("nothing after `--`", where="vramguard plan",
                          fix="Paste the launch command after `--`: "
                              "`vramguard plan -- vllm serve MODEL ...`.")
     # `vramguard plan vllm serve M ...` / `vramguard plan "VAR=1 vllm serve M ..."` work too
-    return command_from_tokens(opts.vllm_tokens, opts.pasted)
+    return launch_command(opts, _OWN_VALUE + _OWN_BOOL)
 
 
 def _gpu(opts: _Options) -> tuple[object, list[str]]:

@@ -103,8 +103,8 @@ def _gib(flag: str, text: str, **kw) -> int:
 
 def _command(opts: Options):
     """The VllmCommand (model + pinned Settings) from the pasted line and/or the flags."""
-    from ..sources.vllm_args import command_from_tokens
-    return command_from_tokens(opts.vllm_tokens, opts.pasted)
+    from ._options import launch_command
+    return launch_command(opts, _OWN_VALUE + _OWN_BOOL)
 
 
 def gpu_names(opts: Options) -> list[str]:
