@@ -456,3 +456,10 @@ def test_multimodal_switches_are_read():
                            "--skip-mm-profiling"])
     assert cmd.settings.language_model_only and cmd.settings.skip_mm_profiling
     assert not cmd.unmodeled
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "abc"])
+def test_rope_theta_must_be_a_positive_number(value):
+    with pytest.raises(UsageError, match="is not a positive number"):
+        parse_vllm_args(["m", "--rope-theta", value])
+    assert parse_vllm_args(["m", "--rope-theta", "1e6"]).config_overrides == {"rope_theta": 1e6}

@@ -223,6 +223,7 @@ def test_unknown_architecture_missing_fields_names_them():
     {"hidden_size": "4096x"}, {"num_attention_heads": True}, {"vocab_size": 1.5},
     {"num_key_value_heads": 64}, {"layer_types": "full"}, {"rope_scaling": [1, 2]},
     {"quantization_config": "fp8"}, {"text_config": 3}, {"hidden_size": None},
+    {"num_key_value_heads": 5},                        # 32 query heads: not whole groups
 ])
 def test_bad_values_are_source_errors(config, change):
     cfg = dict(config("meta-llama__Llama-3.1-8B-Instruct"), **change)
@@ -269,3 +270,9 @@ def test_compressed_tensors_groups_per_component(config):
     q = spec_from_config(cfg, name="q").quant
     assert q.linear_bytes_per_param == 1.0
     assert q.expert_bytes_per_param == pytest.approx(0.5 + 2 / 128)
+
+
+def test_more_experts_per_token_than_experts_is_a_source_error(config):
+    cfg = dict(config("Qwen__Qwen3-30B-A3B"), num_experts_per_tok=200)
+    with pytest.raises(SourceError, match="num_experts_per_tok 200 exceeds the 128 experts"):
+        spec_from_config(cfg, name="x")

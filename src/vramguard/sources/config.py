@@ -246,6 +246,9 @@ def _arch(t: Fields, mt: str, dims: dict, origin: Source, prov: dict, notes: lis
     kv = _kv_heads(t, mt, heads, origin, prov)
     if kv > heads:
         raise t.error(f"num_key_value_heads {kv} exceeds num_attention_heads {heads}")
+    if heads % kv:
+        # NOTE: grouped-query attention repeats each KV head for a whole group of query heads
+        raise t.error(f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
     d_hit = t.first_int(("head_dim", "kv_channels", "hidden_size_per_head", "attention_head_dim"),
                         hi=LIMITS["hidden"])
     if d_hit:

@@ -236,10 +236,13 @@ def config_override(flag: str, value: str, where: str,
                              fix="Write a flatter JSON value") from None
     if flag == "--rope-theta":
         try:
-            return {key: float(value)}
+            theta = float(value)
         except ValueError:
-            raise UsageError(f"{value!r} is not a number", where=where,
+            theta = float("nan")
+        if not 0 < theta < float("inf"):
+            raise UsageError(f"{value!r} is not a positive number", where=where,
                              fix="Write --rope-theta 1000000") from None
+        return {key: theta}
     try:
         parsed = json.loads(value)
     except ValueError as exc:
