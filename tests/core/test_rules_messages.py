@@ -654,3 +654,15 @@ def test_auto_fit_log_lines_by_version():
     from vramguard.logs.parser import parse_text
     for version in (old, new):
         assert parse_text(msg.autofit_log(version, 131072, 53776, kv)).auto_fit == (131072, 53776)
+
+
+def test_cublas_handles_before_the_snapshot_leave_n_in_033():
+    """0.33 creates the cuBLAS(Lt) handles before the memory snapshot (gpu_worker.py): they
+    are in the context, and the profile run's non-torch growth no longer holds them."""
+    from vramguard.core import activation as act
+    h100 = lookup_gpu("H100")
+    s = Settings(max_model_len=8192, max_num_seqs=256)
+
+    def n(version):
+        return plan(llama31_8b(), s, h100, vllm_version=version).tightest.non_torch.value_bytes
+    assert n("0.32.0") - n("0.33.0") == act.CUBLAS_BEFORE_SNAPSHOT

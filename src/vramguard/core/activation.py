@@ -165,10 +165,12 @@ def sampler_warmup_bytes(spec: ModelSpec, num_reqs: int, profile_copies: float =
     return int(num_reqs * spec.vocab_size * 4 * max(SAMPLER_WARMUP_COPIES, profile_copies))
 
 
-def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True) -> int:
-    """Non-torch growth `N` during profiling on one rank."""
+def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True,
+                    cublas_in_context: bool = False) -> int:
+    """Non-torch growth `N` during profiling on one rank (`cublas_in_context`: 0.33 creates
+    the cuBLAS handles before the snapshot, so they are in the context, not in `N`)."""
     extra = NON_TORCH_TP if tp > 1 and custom_all_reduce else (NON_TORCH_TP // 4 if tp > 1 else 0)
-    return NON_TORCH_BASE + extra
+    return NON_TORCH_BASE + extra - (CUBLAS_BEFORE_SNAPSHOT if cublas_in_context else 0)
 
 
 def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,

@@ -114,7 +114,8 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
         w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
                                 "parameters x bytes per rank + RoPE cache")
-        n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar),
+        n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar,
+                                                    cublas_in_context=rules.cublas_before_snapshot),
                                 act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
