@@ -119,8 +119,9 @@ def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          f"the model's {spec.num_layers} decoder layers",
                          where="--pipeline-parallel-size",
                          fix=f"Use at most {spec.num_layers} pipeline stages")
-    for name, value in (("cpu_offload_gb", s.cpu_offload_gb), ("swap_space", s.swap_space)):
-        if value is not None and not 0 <= value <= _MAX_HOST_GIB:
+    for name in ("cpu_offload_gb", "swap_space"):
+        value = getattr(s, name)
+        if value and not 0 <= value <= _MAX_HOST_GIB:
             raise UsageError(f"{name} must be between 0 and {_MAX_HOST_GIB:,} GiB, got {value}",
                              where="--" + name.replace("_", "-"))
     if spec.num_attention_heads and spec.num_attention_heads % tp:

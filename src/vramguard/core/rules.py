@@ -452,7 +452,8 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     row): a `--max-model-len` above the derived maximum is accepted. Older rows and other
     variables are unchanged.
     """
-    env = env or {}
+    if not env:                           # NOTE: every screened candidate of a search
+        return rules
     if _truthy(env.get(ENV_ALLOW_LONG, "0")) and not rules.allow_long_max_model_len:
         rules = replace(rules, allow_long_max_model_len=True)
     if rules.engine != "v1":
