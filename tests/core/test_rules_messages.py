@@ -666,3 +666,16 @@ def test_cublas_handles_before_the_snapshot_leave_n_in_033():
     def n(version):
         return plan(llama31_8b(), s, h100, vllm_version=version).tightest.non_torch.value_bytes
     assert n("0.32.0") - n("0.33.0") == act.CUBLAS_BEFORE_SNAPSHOT
+
+
+def test_kv_cache_memory_bytes_logs_no_available_line():
+    """With --kv-cache-memory-bytes vLLM returns from determine_available_memory after its
+    "reserved … for KV Cache" line: no "Available KV cache memory" line (0.10.2+)."""
+    h100 = lookup_gpu("H100")
+    for version in ("0.10.2", "0.19.0", "0.33.0"):
+        p = plan(llama31_8b(), Settings(max_model_len=8192, kv_cache_memory_bytes=20 * GIB),
+                 h100, vllm_version=version)
+        assert any("reserved 20.0 GiB memory for KV Cache" in l for l in p.log_lines), version
+        assert not any(l.startswith("Available KV cache memory") for l in p.log_lines)
+    p = plan(llama31_8b(), Settings(max_model_len=8192), h100, vllm_version="0.33.0")
+    assert any(l.startswith("Available KV cache memory") for l in p.log_lines)

@@ -114,8 +114,10 @@ class PlanReport:
             if lay.mamba_padding_pct > 0:
                 lines.append(msg.mamba_padding_log(lay.mamba_padding_pct))
         if self.s.kv_cache_memory_bytes is not None and self.device != "cpu":
+            # NOTE: vLLM returns from determine_available_memory here: no "Available KV cache
+            # memory" line follows (gpu_worker.py, every release with the flag)
             lines.append(msg.kv_memory_bytes_log(self.F, self.s.kv_cache_memory_bytes))
-        if self.device != "cpu":
+        elif self.device != "cpu":
             lines += msg.available_kv_log(rules, st.kv, total_bytes=self.T, util=self.u,
                                           weights_bytes=st.weights.value_bytes,
                                           non_torch_bytes=st.non_torch.value_bytes,
