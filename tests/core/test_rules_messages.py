@@ -66,7 +66,8 @@ ROWS = {
                            lora_graph_specialize=False, mm_dummy_at_max_len=True),
     ("0.11.1", "v1"): dict(log_weights="model_gib_memory", log_capacity_per_worker=False,
                            lora_graph_specialize=True),
-    ("0.12.0", "v1"): dict(cpu_block_size=128, sched_clamp_by_len=True, kv_group_max_ratio=1.25),
+    ("0.12.0", "v1"): dict(cpu_block_size=128, sched_clamp_by_len=True, kv_group_max_ratio=1.25,
+                           model_runner_v2="off", log_weights_v2="model_gib"),
     ("0.13.0", "v1"): dict(msg_no_kv="docs", msg_fit="v1_013", msg_load_failure=True,
                            async_scheduling_default=False),
     ("0.14.0", "v1"): dict(async_scheduling_default=True, profile_sampler_copies=8.0, request_ceil=True, msg_free_memory="device", msg_fit="v1_014",
@@ -81,12 +82,15 @@ ROWS = {
                            kv_group_max_ratio=1.5, mla_block_hopper=16,
                            mla_flashinfer_nope=(64, 128, 192), mla_block_flashinfer=32),
     ("0.19.0", "v1"): dict(online_fp8_bf16_load_peak=False, graph_budget="estimated"),
-    ("0.20.0", "v1"): dict(graph_budget="subtracted", default_util=0.92,
+    ("0.20.0", "v1"): dict(graph_budget="subtracted", default_util=0.92, model_runner_v2="off",
+                           log_weights_v2="model_s_v2",
                            mamba_blocks_check=True, override_before_check=False),
     ("0.21.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
                            msg_fit="v1_014", msg_no_kv="docs"),
     ("0.22.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
-                           msg_no_kv="cpu", msg_fit="v1_022"),
+                           msg_no_kv="cpu", msg_fit="v1_022", model_runner_v2="archs"),
+    ("0.23.0", "v1"): dict(model_runner_v2="archs", v2_dense_unquantized_only=True),
+    ("0.24.0", "v1"): dict(model_runner_v2="archs", v2_dense_unquantized_only=False),
     ("0.25.0", "v1"): dict(model_runner_v2="dense", sliding_inflight="batched",
                            log_weights_v2="model_s_v2"),
     ("0.26.0", "v1"): dict(sliding_inflight="batched_x_batches", consumed_model=False,
@@ -409,7 +413,8 @@ def test_custom_all_reduce_group_sizes():
 def test_rejection_sampler_in_the_profile_run_with_speculative_decoding():
     """v1 runner, 0.8.1+: with speculation the dummy sampler also runs the rejection sampler,
     ~7 fp32 (reqs x vocab) copies at its peak instead of 2.1 (0.14+). Model Runner V2 profiles
-    the plain sampler only: dense models from 0.25, every model from 0.29. Qwen3-Next at 256
+    the plain sampler only: Llama from 0.23, dense models from 0.25, every model from 0.29.
+    Qwen3-Next at 256
     sequences: 256 x 151,936 x 4 B x 7."""
     from core_specs import qwen3_next_kv_only
     from vramguard.core import activation as act
@@ -433,15 +438,15 @@ def test_rejection_sampler_in_the_profile_run_with_speculative_decoding():
     assert sampler("0.29.0", ngram) - sampler("0.29.0", base) == logits(7.0) - logits(2.1)
     assert sampler("0.29.0", k2.with_(speculative_method="mtp")) == sampler("0.29.0", base)
     dense8b = llama31_8b()
-    assert sampler("0.24.0", k2, dense8b) > sampler("0.24.0", base, dense8b)
-    assert sampler("0.25.0", k2, dense8b) == sampler("0.25.0", base, dense8b)
+    assert sampler("0.22.0", k2, dense8b) > sampler("0.22.0", base, dense8b)
+    assert sampler("0.23.0", k2, dense8b) == sampler("0.23.0", base, dense8b)   # V2: Llama
     assert act.sampler_warmup_bytes(spec, 256, 7.0) == logits(7.0)
     assert act.sampler_warmup_bytes(spec, 256) == logits(act.SAMPLER_WARMUP_COPIES)
 
 
 def test_model_runner_v2_env_switch():
-    """VLLM_USE_V2_MODEL_RUNNER picks the runner where V2 is a default (0.25+): with V2 the
-    profile run has no rejection sampler; =0 brings the v1 runner's back."""
+    """VLLM_USE_V2_MODEL_RUNNER picks the runner where V2 exists (0.12+; a default from
+    0.22): with V2 the profile run has no rejection sampler; =0 brings the v1 runner's back."""
     from core_specs import qwen3_next_kv_only
     from vramguard.core.rules import apply_env, resolve_rules
     assert apply_env(resolve_rules("0.30.0"), {"VLLM_USE_V2_MODEL_RUNNER": "0"}) \
@@ -449,6 +454,10 @@ def test_model_runner_v2_env_switch():
     assert apply_env(resolve_rules("0.26.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
         .model_runner_v2 == "all"
     assert apply_env(resolve_rules("0.20.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
+        .model_runner_v2 == "all"
+    assert apply_env(resolve_rules("0.12.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
+        .model_runner_v2 == "all"
+    assert apply_env(resolve_rules("0.11.1"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
         .model_runner_v2 == "none"
     h100 = lookup_gpu("H100")
     s = Settings(max_model_len=8192, max_num_seqs=256, num_speculative_tokens=2)
@@ -623,7 +632,7 @@ def test_no_graph_estimate_on_rocm_before_026():
 
 def test_model_runner_v2_weights_line():
     """Model Runner V2 printed "Model loading took X GiB and Y seconds" (no "memory") in
-    0.25-0.27 (gpu/model_runner.py), like V1 from 0.28; the V1 runner kept "GiB memory"."""
+    0.12-0.27 (gpu/model_runner.py), "GiB memory" like V1 from 0.28."""
     from core_specs import qwen3_next_kv_only
     h100 = lookup_gpu("H100")
     s = Settings(max_model_len=8192)
@@ -679,3 +688,34 @@ def test_kv_cache_memory_bytes_logs_no_available_line():
         assert not any(l.startswith("Available KV cache memory") for l in p.log_lines)
     p = plan(llama31_8b(), Settings(max_model_len=8192), h100, vllm_version="0.33.0")
     assert any(l.startswith("Available KV cache memory") for l in p.log_lines)
+
+
+def test_model_runner_v2_by_release_and_architecture():
+    """config/vllm.py `_is_default_v2_model_runner_model`: 0.22 Qwen3 (dense, unquantized),
+    0.23 + Llama/Mistral, 0.24 six architectures (MoE and quantized too), 0.25-0.28 every
+    model without Mamba layers or experts plus three MoE architectures, 0.29 every model;
+    0.12-0.21 only with VLLM_USE_V2_MODEL_RUNNER=1."""
+    from dataclasses import replace
+    from core_specs import qwen3_next_kv_only
+    from vramguard.core.model import MoESpec, QuantSpec
+    from vramguard.core.rules import apply_env
+    from vramguard.core.stage_terms import model_runner_v2
+    s = Settings()
+    llama = llama31_8b()
+    qwen3 = replace(llama, architecture="Qwen3ForCausalLM")
+    moe = MoESpec(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=512)
+    dsv2 = replace(llama, architecture="DeepseekV2ForCausalLM", moe=moe)
+    mixtral = replace(llama, architecture="MixtralForCausalLM", moe=moe)
+    q_qwen3 = replace(qwen3, quant=QuantSpec(method="awq", bits=4, linear_bytes_per_param=0.5))
+    pure_mamba = replace(qwen3_next_kv_only(), layers=tuple(
+        l for l in qwen3_next_kv_only().layers if l.attention.kind == "mamba"))
+
+    def v2(version, spec):
+        return model_runner_v2(spec, s, R(version))
+    assert [v2("0.22.0", m) for m in (qwen3, llama, q_qwen3)] == [True, False, False]
+    assert [v2("0.23.0", m) for m in (qwen3, llama, dsv2)] == [True, True, False]
+    assert [v2("0.24.0", m) for m in (q_qwen3, dsv2, mixtral)] == [True, True, False]
+    assert [v2("0.25.0", m) for m in (llama, dsv2, mixtral, pure_mamba,
+                                      qwen3_next_kv_only())] == [True, True, False, False, False]
+    assert v2("0.29.0", mixtral) and not v2("0.21.0", llama)
+    assert model_runner_v2(llama, s, apply_env(R("0.21.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}))

@@ -138,10 +138,15 @@ class VllmRules:
     # 14930: 2R-row input, bonus logprobs, target fp32 + clone, probs, exponential noise and
     # its reciprocal; counted from rejection_sampler.py, not fitted); 0 = not run
     spec_sampler_copies: float = 0.0
-    # Model Runner V2 (its profile run has no rejection sampler): "none" | "dense" (0.25-0.28:
-    # models without Mamba/GDN layers or experts) | "all" (0.29+) | "off" (turned off by
-    # VLLM_USE_V2_MODEL_RUNNER=0)
+    # Model Runner V2 (its profile run has no rejection sampler), by default for: "none" (no
+    # V2) | "off" (0.12-0.21: only with VLLM_USE_V2_MODEL_RUNNER=1, or turned off by =0) |
+    # "archs" (0.22-0.24: the architectures in `v2_archs`; 0.22-0.23 not MoE or quantized) |
+    # "dense" (0.25-0.28: no Mamba/GDN layers, not attention-free, and no experts unless the
+    # architecture is in `v2_archs`) | "all" (0.29+); config/vllm.py
+    # `_is_default_v2_model_runner_model`
     model_runner_v2: str = "none"
+    v2_archs: frozenset[str] = frozenset()
+    v2_dense_unquantized_only: bool = False
     # v0 multimodal profile run (model_runner.profile_run, 0.5.1+): the dummy batch has
     # max(1, min(max_num_seqs, max_num_batched_tokens // worst-case mm tokens)) sequences,
     # so the dummy sampler runs that many requests, not min(max_num_seqs, tokens)
@@ -167,7 +172,8 @@ class VllmRules:
     msg_load_failure: bool = False           # 0.13+: "Failed to load model - not enough GPU memory"
     # "loading_gb" | "model_gb" | "model_gib" | "model_gib_memory" | "model_s" | "model_s_v2"
     log_weights: str = "loading_gb"
-    # Model Runner V2's own weights line where it differs ("model_s_v2": no "memory", 0.25-0.27)
+    # Model Runner V2's own weights line where it differs (no "memory": "model_gib" 0.12-0.13,
+    # "model_s_v2" 0.14-0.27)
     log_weights_v2: str | None = None
     # "none" | "v0_064" | "v0_profile" | "avail_2f" | "avail_s"
     log_available: str = "none"
@@ -279,6 +285,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
+    ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
+     "Model Runner V2 with VLLM_USE_V2_MODEL_RUNNER=1 only (envs.py); its weights line "
+     "'Model loading took %.4f GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.12.0", "v1", {"sched_clamp_by_len": True, "kv_group_max_ratio": 1.25},
      "default batched tokens <= seqs x max_model_len, seqs <= tokens (arg_utils.py); hybrid "
      "group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
@@ -289,6 +298,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "group_aware_check": True, "auto_fit": True, "msg_autofit": True,
                       "log_weights": "model_s", "log_available": "avail_s",
                       "gib_two_decimals": False}, "ceil(u*T); messages via round() (§1a, §10)"),
+    ("0.14.0", "v1", {"log_weights_v2": "model_s_v2"},
+     "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
     ("0.15.0", "v1", {"mamba_cache_modes": True, "mamba_all_mode": True},
@@ -314,9 +325,23 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
      "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
     ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
-    ("0.25.0", "v1", {"log_weights_v2": "model_s_v2"},
-     "V2's 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
-    ("0.25.0", "v1", {"model_runner_v2": "dense"}, "Model Runner V2 default (PR 44443)"),
+    ("0.22.0", "v1", {"model_runner_v2": "archs", "v2_archs": frozenset({"Qwen3ForCausalLM"}),
+                      "v2_dense_unquantized_only": True},
+     "Model Runner V2 by default for Qwen3 (not MoE, not quantized; config/vllm.py)"),
+    ("0.23.0", "v1", {"v2_archs": frozenset({"LlamaForCausalLM", "MistralForCausalLM",
+                                             "Qwen3ForCausalLM"})},
+     "Model Runner V2 by default for Llama, Mistral, Qwen3 (config/vllm.py)"),
+    ("0.24.0", "v1", {"v2_dense_unquantized_only": False, "v2_archs": frozenset({
+        "LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
+        "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
+     "Model Runner V2 by default for six architectures, MoE and quantized too (config/vllm.py)"),
+    ("0.25.0", "v1", {"model_runner_v2": "dense", "v2_archs": frozenset({
+        "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
+     "Model Runner V2 default for dense models and three MoE architectures (PR 44443)"),
+    ("0.26.0", "v1", {"v2_archs": frozenset({
+        "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
+        "InklingForCausalLM", "InklingForConditionalGeneration",
+        "LongcatFlashNgramForCausalLM"})}, "two more V2 architectures (config/vllm.py)"),
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
     ("0.26.0", "v1", {"graph_probe_rocm": True},
      "CUDA-graph memory probe on ROCm too (gpu_worker.py is_cuda_alike, PR 44825)"),
@@ -446,8 +471,8 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
 
     `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` (§1a; 0.18+ where the estimate exists): `1`
     subtracts the CUDA-graph estimate from the budget, `0` only logs it (the default is 0 in
-    0.18-0.19 and 1 from 0.20). `VLLM_USE_V2_MODEL_RUNNER` (rows where Model Runner V2 is a
-    default, 0.25+): `1` for every model, `0` for none. `VLLM_CUDA_MEM_ALIGN_KV_CACHE=0`
+    0.18-0.19 and 1 from 0.20). `VLLM_USE_V2_MODEL_RUNNER` (rows with Model Runner V2,
+    0.12+): `1` for every model, `0` for none. `VLLM_CUDA_MEM_ALIGN_KV_CACHE=0`
     (v0 0.7.2-0.7.3): MLA cache entries not padded. `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (every
     row): a `--max-model-len` above the derived maximum is accepted. Older rows and other
     variables are unchanged.
@@ -465,7 +490,7 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     if val is not None and rules.graph_budget != "headroom":
         rules = replace(rules, graph_budget="subtracted" if _truthy(val) else "estimated")
     val = env.get(ENV_MODEL_RUNNER_V2)
-    if val is not None and rules.model_runner_v2 != "none":
+    if val is not None and rules.model_runner_v2 != "none":        # NOTE: 0.20+
         rules = replace(rules, model_runner_v2="all" if _truthy(val) else "off")
     return rules
 

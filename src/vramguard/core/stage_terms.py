@@ -14,7 +14,7 @@ from . import activation as act
 from . import kv as kvm
 from .calibration import Calibration
 from .gpu import GpuSpec
-from .model import MAMBA, ModelSpec
+from .model import MAMBA, NONE, ModelSpec
 from .provenance import Estimate, Source
 from .rules import VllmRules
 from .settings import Settings
@@ -270,15 +270,24 @@ def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
                     mamba_mode: str | None = None) -> bool:
     """Whether Model Runner V2 runs the model (`mamba_mode`: `mamba_cache_mode`, when the
     caller has it)."""
-    if rules.model_runner_v2 == "none":
+    mode = rules.model_runner_v2
+    if mode in ("none", "off"):
         return False
     if s.num_speculative_tokens and s.speculative_method in _V1_RUNNER_SPEC_METHODS:
         return False
     if (mamba_mode or mamba_cache_mode(spec, s, rules)) == "all":
         return False
-    if rules.model_runner_v2 == "all":
+    if mode == "all":
         return True
-    return rules.model_runner_v2 == "dense" and not spec.is_hybrid and spec.moe is None
+    listed = spec.architecture in rules.v2_archs
+    if mode == "archs":
+        return listed and not (rules.v2_dense_unquantized_only
+                               and (spec.moe is not None or spec.quant is not None
+                                    or bool(s.quantization)))
+    kinds = spec.attention_kinds()
+    if MAMBA in kinds or not kinds - {MAMBA, NONE}:        # hybrid or attention-free: V1
+        return False
+    return listed or spec.moe is None
 
 
 def custom_all_reduce_in_n(s: Settings, rules: VllmRules, gpu: GpuSpec, eager: bool) -> bool:
