@@ -190,3 +190,12 @@ def test_split_keeps_every_other_token_in_order(argv, after):
     own = set(BOOL + VALUE) | {"-h", "--help"}
     scanned = s.vllm_tokens + ((s.pasted or []) if after else [])
     assert not any(flag_name(t) in own for t in scanned)    # own options never leak to vLLM
+
+
+def test_an_empty_option_value_is_an_error_not_the_default():
+    """`--gpu ''` (e.g. an unset shell variable) would silently plan the default GPU."""
+    for argv in (["M", "--gpu", ""], ["M", "--gpu=  "]):
+        with pytest.raises(UsageError, match="empty value"):
+            split_options(argv, bool_flags=(), value_flags=("--gpu",))
+    assert split_options(["M", "--gpu", "L4"], bool_flags=(),
+                         value_flags=("--gpu",)).get("--gpu") == "L4"

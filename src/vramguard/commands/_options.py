@@ -78,7 +78,8 @@ def split_options(argv, *, bool_flags, value_flags, repeatable=(),
     a list. Anything else before `--` goes to `vllm_tokens`. After the first `--` the tokens
     go to `pasted`: verbatim, or, with `own_after_dashdash`, still scanned for own options
     and -h/--help (a later `--` is then kept as a pasted word).
-    Raises UsageError (one line) for a value given to a boolean option or a missing value.
+    Raises UsageError (one line) for a value given to a boolean option, or a missing or
+    empty value.
     """
     out = SplitArgs()
     argv = list(argv)
@@ -114,6 +115,10 @@ def split_options(argv, *, bool_flags, value_flags, repeatable=(),
                 from ..errors import UsageError
                 raise UsageError("expected a value after it", where=name,
                                  fix=f"Write {name} VALUE.")
+            if not value.strip():
+                # NOTE: an empty value (`--gpu ''`, an unset shell variable) is not the default
+                from ..errors import UsageError
+                raise UsageError("empty value", where=name, fix=f"Write {name} VALUE.")
             if name in repeatable:
                 out.values.setdefault(name, []).append(value)
             else:
