@@ -444,3 +444,14 @@ def test_custom_all_reduce_turned_off_is_a_setting_for_the_plan():
     assert why is None and s.disable_custom_all_reduce and s.tensor_parallel_size == 2
     assert not parse_text("INFO [gpu_worker.py:276] Available KV cache memory: 1.0 GiB\n"
                           ).custom_all_reduce_off
+
+
+def test_a_colour_code_inside_an_anchor_is_read_by_both_paths():
+    """Found by the stream fuzz test: "GPU K\\x1b[31mV cache size" has no raw "KV cache"; the
+    fast scanner now takes coloured startup lines as candidates, like the every-line path."""
+    from vramguard.logs.parser import parse
+    data = (b"(EngineCore pid=469) INFO 04-23 00:28:17 [v1/core/kv_cache_utils.py:1319] GPU "
+            b"K\x1b[31mV cache size: 365,968 tokens")
+    fast, full = parse(data).to_dict(), parse(data, full=True).to_dict()
+    assert fast["phase"] == full["phase"] == "kv_allocation"
+    assert fast["kv_cache_tokens"] == full["kv_cache_tokens"] == 365968

@@ -46,6 +46,9 @@ FULL_ANCHORS: tuple[bytes, ...] = FAST_ANCHORS + (
     b"KV Cache", b"can use", b"init engine", b"Watchdog", b"seq len", b"allocate", b"shm",
     b"Bus error", b"died", b"Traceback", b"max_model_len", b"Mamba", b"Desired", b"on startup",
     b"NVIDIA", b"Instinct", b"allreduce",
+    # NOTE: a colour code can split an anchor ("K\x1b[31mV cache"); a coloured line in the
+    # startup window is read like the every-line path reads it (codes stripped first)
+    b"\x1b[",
 )
 # A FAST candidate matching this re-opens a startup window (a restart mid-log).
 _RESTART = re.compile(rb"Initializing (?:an?|a V[01]) LLM engine")
