@@ -338,3 +338,19 @@ def test_consoles_that_are_not_utf8(encoding):
     assert js.returncode == 0, js.stderr
     d = json.loads(js.stdout.decode("ascii"))
     assert any(line.endswith("\u2026 seconds") for line in d["log_lines"])
+
+
+def test_a_db_that_cannot_be_read_is_said(capsys, tmp_path):
+    """`--db FILE` given on purpose but unreadable (missing, not SQLite, somebody else's
+    SQLite): the plan says it went without a calibration, instead of saying nothing."""
+    import sqlite3
+    bad, foreign = tmp_path / "bad.db", tmp_path / "foreign.db"
+    bad.write_bytes(b"not a database")
+    with sqlite3.connect(foreign) as c:
+        c.execute("create table foo(x)")
+    for db, why in ((tmp_path / "none.db", "no such file"), (bad, "not a database"),
+                    (foreign, "not a vramguard calibration store")):
+        rc, out, err = run(capsys, MODEL, "--offline", "--json", "--db", str(db))
+        assert rc == 0, err
+        said = [a for a in json.loads(out)["assumptions"] if a.startswith(f"--db {db}")]
+        assert said and why in said[0] and said[0].endswith("planned without a calibration")

@@ -182,19 +182,25 @@ def make_plan(opts: _Options):
     from ..sources.resolve import load_model_spec
     spec = load_model_spec(cmd.model, offline=opts.offline,
                            config_overrides=cmd.config_overrides)
-    calibration = None if opts.no_calibration else _calibration(opts, cmd, spec, gpu, version)
+    calibration = (None if opts.no_calibration
+                   else _calibration(opts, cmd, spec, gpu, version, notes))
     plan = run_planner(spec, cmd.settings, gpu, vllm_version=version,
                        engine=engine.lower() if engine else None, free_bytes=free_bytes,
                        calibration=calibration, env=dict(cmd.env))
     return plan, cmd, notes
 
 
-def _calibration(opts: _Options, cmd, spec, gpu, version: str | None):
-    """The newest matching calibration from `vramguard calibrate`'s store, or None."""
+def _calibration(opts: _Options, cmd, spec, gpu, version: str | None, notes: list[str]):
+    """The newest matching calibration from `vramguard calibrate`'s store, or None (a `--db`
+    that cannot be read is said in `notes`)."""
     from ..core.calibration import CalibrationKey
     from ..core.rules import NEWEST_VERSION
-    from ..logs.store import default_db_may_exist, load_calibration
+    from ..logs.store import default_db_may_exist, load_calibration, store_problem
     if opts.db is None and not default_db_may_exist():
+        return None
+    problem = store_problem(opts.db) if opts.db is not None else None
+    if problem:
+        notes.append(f"--db {opts.db}: {problem}; planned without a calibration")
         return None
     s = cmd.settings
     key = CalibrationKey(gpu_name=gpu.name, vllm_version=version or NEWEST_VERSION,

@@ -233,6 +233,19 @@ def _row(r) -> Startup:
 _WEIGHT_FLAGS = ("dtype", "quantization")
 
 
+def store_problem(db: str | os.PathLike) -> str | None:
+    """Why the calibration store `db` cannot be read (None when it can): for a `--db` given
+    on purpose, which `load_calibration` would otherwise skip without a word."""
+    path = Path(db)
+    if not path.exists():
+        return "no such file"
+    try:
+        with Store(path, create=False):
+            return None
+    except Exception as exc:     # NOTE: MonitorError, or sqlite's own for a damaged file
+        return getattr(exc, "what", None) or str(exc)
+
+
 def load_calibration(key: CalibrationKey, db: str | os.PathLike | None = None, *,
                      model: str | None = None, settings=None) -> Calibration | None:
     """The newest calibration learned for `key` on this machine, or None.
