@@ -195,19 +195,20 @@ def _calibration(opts: _Options, cmd, spec, gpu, version: str | None, notes: lis
     that cannot be read is said in `notes`)."""
     from ..core.calibration import CalibrationKey
     from ..core.rules import NEWEST_VERSION
-    from ..logs.store import default_db_may_exist, load_calibration, store_problem
+    from ..logs.store import default_db_may_exist, load_calibration
     if opts.db is None and not default_db_may_exist():
-        return None
-    problem = store_problem(opts.db) if opts.db is not None else None
-    if problem:
-        notes.append(f"--db {opts.db}: {problem}; planned without a calibration")
         return None
     s = cmd.settings
     key = CalibrationKey(gpu_name=gpu.name, vllm_version=version or NEWEST_VERSION,
                          model_family=spec.model_type,
                          tensor_parallel_size=s.tensor_parallel_size,
                          pipeline_parallel_size=s.pipeline_parallel_size)
-    return load_calibration(key, opts.db, model=cmd.model, settings=s)
+    why: list[str] = []
+    cal = load_calibration(key, opts.db, model=cmd.model, settings=s,
+                           problems=why if opts.db is not None else None)
+    if why:
+        notes.append(f"--db {opts.db}: {why[0]}; planned without a calibration")
+    return cal
 
 
 def _fix_command(plan, cmd) -> str | None:

@@ -233,31 +233,22 @@ def _row(r) -> Startup:
 _WEIGHT_FLAGS = ("dtype", "quantization")
 
 
-def store_problem(db: str | os.PathLike) -> str | None:
-    """Why the calibration store `db` cannot be read (None when it can): for a `--db` given
-    on purpose, which `load_calibration` would otherwise skip without a word."""
-    path = Path(db)
-    if not path.exists():
-        return "no such file"
-    try:
-        with Store(path, create=False):
-            return None
-    except Exception as exc:     # NOTE: MonitorError, or sqlite's own for a damaged file
-        return getattr(exc, "what", None) or str(exc)
-
-
 def load_calibration(key: CalibrationKey, db: str | os.PathLike | None = None, *,
-                     model: str | None = None, settings=None) -> Calibration | None:
+                     model: str | None = None, settings=None,
+                     problems: list[str] | None = None) -> Calibration | None:
     """The newest calibration learned for `key` on this machine, or None.
 
     For `vramguard plan`: never creates the store and never raises (an unreadable store
     just means "no calibration"). `model` (the id/path planned) prefers startups of that
     exact model; the learned weights are only kept when the model is the same and the
     dtype / quantization flags agree with `settings` (a core.settings.Settings), since
-    weights do not carry over between checkpoints or dtypes.
+    weights do not carry over between checkpoints or dtypes. `problems` receives why the
+    store could not be read (for a `--db` given on purpose).
     """
     path = Path(db) if db else default_db_path()
     if not path.exists():
+        if problems is not None:
+            problems.append("no such file")
         return None
     import dataclasses
 
@@ -267,7 +258,9 @@ def load_calibration(key: CalibrationKey, db: str | os.PathLike | None = None, *
     try:
         with Store(path, create=False) as store:
             rows = store.matching(query)
-    except Exception:           # NOTE: a broken store must not break planning
+    except Exception as exc:    # NOTE: a broken store must not break planning
+        if problems is not None:
+            problems.append(getattr(exc, "what", None) or str(exc))
         return None
     if not rows:
         return None
