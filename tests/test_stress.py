@@ -279,3 +279,33 @@ def test_lagging_metrics_are_waited_for_before_a_level_is_closed():
     assert result.levels[1].preemptions == state.preemptions > 0
     assert result.levels[1].kv_usage_peak == 1.0
     assert result.knee == 2
+
+
+def test_a_level_without_metrics_readings_has_no_peaks():
+    """/metrics fails while requests run (a busy API server): the level's peaks are unknown
+    (null, and said in the text), not the zeros of the idle server read before and after."""
+    state = _State()
+    base = _handler(state)
+
+    class Handler(base):
+        def do_GET(self):
+            if self.path == "/metrics" and state.in_flight:
+                return self._send(503, "busy", "text/plain")
+            return super().do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = run_stress(StressConfig(url=url, levels=(4,), prompt_tokens=40, max_tokens=8,
+                                         requests_per_level=12, duration_per_level_s=30))
+    finally:
+        server.shutdown()
+        server.server_close()
+    level = result.levels[0]
+    assert level.preemptions == state.preemptions > 0
+    assert level.scrapes_failed > 0     # NOTE: readings of the idle server may succeed
+    assert "503" in level.scrape_error
+    assert level.kv_usage_peak is None and level.running_peak is None
+    assert level.to_dict()["scrapes_failed"] == level.scrapes_failed
+    assert "conc 4: no /metrics reading saw the requests" in render_stress(result)

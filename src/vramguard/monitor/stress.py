@@ -38,6 +38,9 @@ SAMPLE_INTERVAL_S = 0.1
 # counter twice (at most this long).
 SETTLE_MAX_S = 15.0
 SETTLE_INTERVAL_S = 0.25
+# NOTE: the API server answers /metrics between requests; on 2 busy cores under 8 clients a
+# scrape took up to 3.3 s (measured). A slow reading is still a reading.
+SAMPLE_TIMEOUT_S = 10.0
 TOKEN_ID_RANGE = (16, 256)      # NOTE: ids every tokenizer has (byte-level vocabularies: bytes)
 
 
@@ -82,6 +85,9 @@ class LevelResult:
     preemptions: int | None               # counter delta over the level
     errors: tuple[str, ...] = ()          # the first few distinct error messages
     stopped_by: str = "count"             # "count" or "time"
+    scrapes_ok: int = 0                   # /metrics readings while the level ran
+    scrapes_failed: int = 0
+    scrape_error: str | None = None       # the first failed reading's error
 
     @property
     def preempted(self) -> bool:
@@ -104,7 +110,8 @@ class LevelResult:
             "requests_per_s": r(self.requests_per_s, 3),
             "kv_usage_peak": self.kv_usage_peak, "running_peak": self.running_peak,
             "waiting_peak": self.waiting_peak, "preemptions": self.preemptions,
-            "errors": list(self.errors),
+            "errors": list(self.errors), "scrapes_ok": self.scrapes_ok,
+            "scrapes_failed": self.scrapes_failed, "scrape_error": self.scrape_error,
         }
 
 
@@ -365,18 +372,36 @@ def _worker(state: _Level, root: str, model: str, config: StressConfig, seed: in
 
 
 class _Peaks:
-    """The sampler thread's maxima over one level."""
+    """The maxima of the /metrics readings of one level, and how many readings taken while
+    it ran succeeded and failed."""
 
     def __init__(self):
         self.kv = self.running = self.waiting = None
-        self.scrapes = 0
+        self.ok = self.failed = self.busy = 0
+        self.error: str | None = None
 
-    def add(self, scraped) -> None:
+    def add(self, scraped, *, after: bool = False) -> None:
+        """One reading; `after` the level's requests returned, it counts only while the
+        engine still shows work (vLLM's gauges lag the responses)."""
+        if not scraped.ok:
+            if not after:
+                self.failed += 1
+                self.error = self.error or scraped.error
+            return
         d = scraped.to_dict()
-        self.scrapes += 1
+        busy = bool(d.get("num_requests_running") or d.get("num_requests_waiting"))
+        if after and not busy:
+            return
+        self.ok += not after
+        self.busy += busy
         self.kv = _max(self.kv, d.get("kv_cache_usage"))
         self.running = _max(self.running, d.get("num_requests_running"))
         self.waiting = _max(self.waiting, d.get("num_requests_waiting"))
+
+    def known(self) -> bool:
+        """False when readings failed and none that succeeded saw the engine busy: an idle
+        reading (before the first request, after the last) is no peak of the level."""
+        return bool(self.busy) or not self.failed
 
 
 def _max(a, b):
@@ -389,9 +414,7 @@ def _sample_loop(root: str, peaks: _Peaks, stop: threading.Event, hard_deadline:
     from .metrics import scrape
 
     while not stop.is_set() and time.monotonic() < hard_deadline:
-        scraped = scrape(root + "/metrics", timeout_s=2.0)
-        if scraped.ok:
-            peaks.add(scraped)
+        peaks.add(scrape(root + "/metrics", timeout_s=SAMPLE_TIMEOUT_S))
         stop.wait(SAMPLE_INTERVAL_S)
 
 
@@ -421,7 +444,7 @@ def _settle(root: str, peaks: _Peaks, tokens_target: int | None) -> int | None:
     while time.monotonic() < deadline:
         scraped = scrape(root + "/metrics", timeout_s=5.0)
         if scraped.ok:
-            peaks.add(scraped)
+            peaks.add(scraped, after=True)
             d = scraped.to_dict()
             now = d.get("num_preemptions_total")
             gen = d.get("generation_tokens_total")
@@ -456,7 +479,7 @@ def run_level(root: str, model: str, config: StressConfig, concurrency: int,
         w.join(timeout=max(0.0, hard_deadline - time.monotonic()))
     duration = time.monotonic() - start
     stop.set()
-    sampler.join(timeout=5)
+    sampler.join(timeout=SAMPLE_TIMEOUT_S + 1)
     with state.lock:
         level_tokens = state.tokens
     after = _settle(root, peaks, None if generated_before is None
@@ -471,6 +494,7 @@ def _summarize(concurrency: int, state: _Level, peaks: _Peaks, duration: float,
         lat = sorted(state.latencies)
         ok, failed, tokens, sent = len(lat), state.failed, state.tokens, state.sent
         errors, timed_out = tuple(state.errors), state.timed_out
+    known = peaks.known()
     unfinished = sent - ok - failed        # still in flight at the hard deadline
     if unfinished > 0:
         failed += unfinished
@@ -481,8 +505,11 @@ def _summarize(concurrency: int, state: _Level, peaks: _Peaks, duration: float,
         duration_s=duration, latency_p50_s=_quantile(lat, 0.5), latency_p95_s=_quantile(lat, 0.95),
         latency_max_s=lat[-1] if lat else None, output_tokens=tokens,
         output_tokens_per_s=tokens / wall, requests_per_s=ok / wall,
-        kv_usage_peak=peaks.kv, running_peak=peaks.running, waiting_peak=peaks.waiting,
-        preemptions=preemptions, errors=errors, stopped_by="time" if timed_out else "count")
+        kv_usage_peak=peaks.kv if known else None,
+        running_peak=peaks.running if known else None,
+        waiting_peak=peaks.waiting if known else None,
+        preemptions=preemptions, errors=errors, stopped_by="time" if timed_out else "count",
+        scrapes_ok=peaks.ok, scrapes_failed=peaks.failed, scrape_error=peaks.error)
 
 
 def _quantile(sorted_values: list[float], q: float) -> float | None:

@@ -41,6 +41,10 @@ def render_stress(result: StressResult) -> str:
     for level in result.levels:
         for error in level.errors:
             lines.append(f"  conc {level.concurrency}: {error}")
+        if level.scrapes_failed and level.kv_usage_peak is None:
+            lines.append(f"  conc {level.concurrency}: no /metrics reading saw the requests "
+                         f"({level.scrapes_failed} failed: {level.scrape_error}); KV peak, "
+                         "running and waiting unknown")
     lines.append("")
     knee, first = result.knee, result.first_preempting
     if knee is None:
