@@ -585,3 +585,35 @@ def test_hybrid_group_size_rule_by_version():
     spec = mixed(12, 16)                     # ratio 1.33
     assert groups(spec, "0.14.0") == (12, 3, 8)
     assert groups(spec, "0.18.0") == groups(spec, "0.33.0") == (16, 2, 4)
+
+
+# ---- a forced pool larger than the GPU holds: torch's OOM at the KV allocation -----------
+_PINNED = PlanHooks(weights_bytes=15 * GIB, activation_bytes=GIB, non_torch_bytes=GIB,
+                    cuda_graph_bytes=0, context_bytes=GIB)
+_GPU80 = GpuSpec(name="GPU-80", total_bytes=80 * GIB, compute_capability=(9, 0))
+
+
+@pytest.mark.parametrize("flags", [{"kv_cache_memory_bytes": 64 * GIB},
+                                   {"num_gpu_blocks_override": 32768}])
+def test_forced_pool_beyond_free_memory_is_an_oom_at_allocation(flags):
+    # free 79 GiB - weights 15 - non-torch 1 = 63 GiB for 32 layer tensors of 32768 blocks x
+    # 64 KiB (2 GiB each): 31 are allocated (62 GiB), the 32nd fails with 1 GiB free.
+    s = Settings(max_model_len=8192, max_num_seqs=8, enforce_eager=True, **flags)
+    p = plan(llama31_8b(), s, _GPU80, vllm_version="0.33.0", hooks=_PINNED)
+    assert p.kv.num_blocks == 32768 and p.kv.page_size_bytes == 2 << 20
+    assert p.outcome.failure == "no_kv_memory"
+    assert p.outcome.message == ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                                 "total capacity of 80.00 GiB of which 1.00 GiB is free.")
+    (name, value), = p.fixes[0].flags.items()
+    assert name == "--" + next(iter(flags)).replace("_", "-")
+    fixed = Settings(max_model_len=8192, max_num_seqs=8, enforce_eager=True,
+                     **{next(iter(flags)): int(value)})
+    assert plan(llama31_8b(), fixed, _GPU80, vllm_version="0.33.0", hooks=_PINNED).outcome.ok
+    assert p.fixes[1].flags == {} and p.fixes[1].summary.startswith("drop --")
+
+
+def test_forced_pool_that_fits_starts():
+    s = Settings(max_model_len=8192, max_num_seqs=8, enforce_eager=True,
+                 kv_cache_memory_bytes=62 * GIB)
+    p = plan(llama31_8b(), s, _GPU80, vllm_version="0.33.0", hooks=_PINNED)
+    assert p.outcome.ok and p.kv.num_blocks == 31744

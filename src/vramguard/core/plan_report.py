@@ -370,6 +370,8 @@ class PlanReport:
             if not self.spec.quant:
                 out.append(Fix("quantize the weights: --quantization fp8",
                                {"--quantization": "fp8"}))
+        elif f == F.NO_KV_MEMORY and self.pool_fits_bytes is not None:
+            out.extend(self._forced_pool_fixes())
         elif f in (F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN):
             need = st.layout.needed_bytes(self.L) + (st.layout.page_size_bytes
                                                      if rules.null_block_in_check else 0)
@@ -400,6 +402,34 @@ class PlanReport:
             out.append(Fix("lower --gpu-memory-utilization by 0.03",
                            {"--gpu-memory-utilization": f"{self.u - 0.03:.2f}"}))
         return tuple(out)
+
+    def _forced_pool_fixes(self) -> list[Fix]:
+        """A pool forced larger than the GPU holds: a smaller one (room left for the CUDA
+        graphs as estimated), or vLLM's own sizing."""
+        s, out = self.s, []
+        warmup = self.sampler_warmup()[1] if self.rules.engine == "v1" else 0
+        room = min(self.F - st.weights.value_bytes - st.non_torch.value_bytes
+                   - st.graph.high_bytes for st in self.stages) - warmup
+        if s.kv_cache_memory_bytes is not None:
+            fit = room // (64 << 20) * (64 << 20)
+            if fit > 0:
+                out.append(Fix(f"lower --kv-cache-memory-bytes to {fit} ({fit / GIB:.2f} GiB: "
+                               "free memory after weights, non-torch memory, CUDA graphs "
+                               "and the sampler warm-up)",
+                               {"--kv-cache-memory-bytes": str(fit)}))
+            out.append(Fix("drop --kv-cache-memory-bytes: vLLM sizes the pool from "
+                           "--gpu-memory-utilization", {}))
+        else:
+            page = max(st.layout.page_size_bytes for st in self.stages)
+            blocks = room // page if page else 0
+            if blocks > 0:
+                out.append(Fix(f"lower --num-gpu-blocks-override to {blocks} (what fits after "
+                               "weights, non-torch memory, CUDA graphs and the sampler "
+                               "warm-up)",
+                               {"--num-gpu-blocks-override": str(blocks)}))
+            out.append(Fix("drop --num-gpu-blocks-override: vLLM sizes the pool from "
+                           "--gpu-memory-utilization", {}))
+        return out
 
     def _build(self, cap: KvCapacity | None) -> Plan:
         outcome = getattr(self, "_outcome_built", None)   # NOTE: shared by `detailed`

@@ -378,6 +378,7 @@ class _Walk(PlanReport):
         self.risks: list[str] = []
         self.fail: _Fail | None = None
         self.est_len: int | None = None
+        self.pool_fits_bytes: int | None = None   # a forced pool too large: what would fit
         self.fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
 
     def _draft_assumptions(self) -> list[str]:
@@ -546,8 +547,37 @@ class _Walk(PlanReport):
                             estimated_max_model_len=self.est_len)
 
     # -- after the KV allocation: mamba check, graphs, sampler warm-up --
+    def sampler_warmup(self) -> tuple[int, int]:
+        """(dummy requests, bytes) of v1's sampler warm-up on the last PP rank."""
+        s = self.s
+        reqs = min(self.eff.values["max_num_seqs"], self.eff.values["max_num_batched_tokens"])
+        # NOTE: with speculative decoding the warm-up runs the dummy rejection sampler too.
+        copies = sampler_copies(self.spec, s, self.rules) if s.num_speculative_tokens else 0
+        return reqs, act.sampler_warmup_bytes(self.spec, reqs, copies)
+
+    def _allocation_fits(self, cap: KvCapacity) -> bool:
+        """The pool is allocated one tensor of `blocks x page per layer` at a time into what
+        the weights and non-torch memory leave free; only a pool the user forced
+        (--kv-cache-memory-bytes, --num-gpu-blocks-override) can be larger: torch's OOM."""
+        for st in self.stages:
+            free = self.F - st.weights.value_bytes - st.non_torch.value_bytes
+            pool = cap.num_blocks * st.layout.page_size_bytes
+            if pool <= free:
+                continue
+            layers = max((g.padded_layers for g in st.layout.groups), default=1)
+            tensor = max(1, pool // max(1, layers))
+            self.pool_fits_bytes = max(0, free)
+            # NOTE: the tensors that fit are allocated; the next one fails.
+            self._failed(F.NO_KV_MEMORY, msg.torch_oom_text(tensor, self.T,
+                                                            max(free, 0) % tensor))
+            return False
+        return True
+
     def _after_allocation(self, cap: KvCapacity) -> None:
         rules, s, spec = self.rules, self.s, self.spec
+        if ((s.kv_cache_memory_bytes is not None or s.num_gpu_blocks_override)
+                and self.device != "cpu" and not self._allocation_fits(cap)):
+            return
         eager = bool(s.enforce_eager) or self.device == "cpu"
         seqs = self.eff.values["max_num_seqs"]
         # NOTE: any Mamba layer (hybrid or pure: `kv_cache_config.has_mamba_layers`); the
@@ -588,10 +618,7 @@ class _Walk(PlanReport):
         used_last = ((self.T - self.F) + last.weights.value_bytes + last.non_torch.value_bytes
                      + cap.num_blocks * last.layout.page_size_bytes)
         free_after_graphs = self.T - used_last - graph_pool
-        reqs = min(seqs, self.eff.values["max_num_batched_tokens"])
-        # NOTE: with speculative decoding the warm-up runs the dummy rejection sampler too.
-        spec_copies = sampler_copies(spec, self.s, rules) if self.s.num_speculative_tokens else 0
-        need = act.sampler_warmup_bytes(spec, reqs, spec_copies)
+        reqs, need = self.sampler_warmup()
         if rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs:
             return
         if need > 1.25 * free_after_graphs:
