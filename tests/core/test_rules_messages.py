@@ -19,13 +19,16 @@ from vramguard.errors import UsageError
 # version, engine -> the fields that define that row (§1a, §1b, §6, §9, §10)
 ROWS = {
     ("0.4.0", "v0"): dict(whole_gpu=False, log_weights="loading_gb", log_capacity="v0_gpu_blocks",
-                          v0_concurrency_log=False, default_util=0.9),
+                          v0_concurrency_log=False, default_util=0.9,
+                          block_size_choices=(8, 16, 32, 128), block_size_prog="api_server.py"),
     ("0.4.3", "v0"): dict(log_weights="loading_gb", v0_chunked_prefill_auto=False,
                           v0_mm_profile_seqs=False),
+    ("0.5.0", "v0"): dict(block_size_choices=(8, 16, 32), block_size_prog="api_server.py"),
     ("0.5.1", "v0"): dict(v0_mm_profile_seqs=True, v0_mm_dropped_when_long=False),
     ("0.5.5", "v0"): dict(v0_chunked_prefill_auto=True),
+    ("0.6.0", "v0"): dict(block_size_choices=(8, 16, 32), block_size_prog="vllm serve"),
     ("0.6.3", "v0"): dict(v0_concurrency_log=True, whole_gpu=False),
-    ("0.6.4", "v0"): dict(whole_gpu=True, log_available="v0_064", v0_mamba_slots="round"),
+    ("0.6.4", "v0"): dict(block_size_choices=(8, 16, 32, 64, 128), whole_gpu=True, log_available="v0_064", v0_mamba_slots="round"),
     ("0.6.5", "v0"): dict(v0_mamba_slots="eager_8194", whole_gpu=False, log_available="v0_profile"),
     ("0.7.0", "v0"): dict(log_capacity="v0_cuda_blocks", mla_supported=False,
                           v0_mm_dropped_when_long=True),
@@ -38,7 +41,8 @@ ROWS = {
     ("0.8.3", "v0"): dict(log_weights="model_gib", v0_mm_dropped_when_long=False),
     ("0.9.2", "v0"): dict(tokenizer_cap=True),
     ("0.10.2", "v0"): dict(kv_cache_memory_flag=True, init_token_buffers=True),
-    ("0.7.0", "v1"): dict(whole_gpu=True, free_memory_check=False, msg_fit="v1_070",
+    ("0.7.0", "v1"): dict(block_size_16="fa", block_size_prog="vllm serve",
+                          whole_gpu=True, free_memory_check=False, msg_fit="v1_070",
                           log_capacity="v1_070", default_engine="v0"),
     ("0.7.3", "v1"): dict(whole_gpu=True, kv_group_max_ratio=1.0),
     ("0.8.0", "v1"): dict(v1_falls_back_for_mamba=True, default_engine="v1", v1_falls_back_below_cc80=True,
@@ -48,7 +52,8 @@ ROWS = {
     ("0.8.1", "v1"): dict(sched_defaults="v1_081", spec_sampler_copies=7.0),
     ("0.8.3", "v1"): dict(msg_fit="v1_083", log_weights="model_gib", sliding_inflight="batched"),
     ("0.8.4", "v1"): dict(msg_fit="v1_084", estimate_max_len="lost"),
-    ("0.8.5", "v1"): dict(sched_defaults="v1_085"),
+    ("0.8.5", "v0"): dict(block_size_choices=(1, 8, 16, 32, 64, 128), block_size_16=None),
+    ("0.8.5", "v1"): dict(sched_defaults="v1_085", block_size_choices=(1, 8, 16, 32, 64, 128)),
     ("0.9.0", "v1"): dict(sched_defaults="v1_090", whole_gpu=True),
     ("0.9.1", "v1"): dict(whole_gpu=False, free_memory_check=True, msg_free_memory="no_device",
                           msg_fit="v1_091", estimate_max_len="yes", log_available="avail_2f",
@@ -66,9 +71,10 @@ ROWS = {
                            lora_graph_specialize=False, mm_dummy_at_max_len=True),
     ("0.11.1", "v1"): dict(log_weights="model_gib_memory", log_capacity_per_worker=False,
                            lora_graph_specialize=True),
-    ("0.12.0", "v1"): dict(cpu_block_size=128, sched_clamp_by_len=True, kv_group_max_ratio=1.25,
+    ("0.12.0", "v1"): dict(block_size_choices=(1, 8, 16, 32, 64, 128, 256), block_size_16=None,
+                           cpu_block_size=128, sched_clamp_by_len=True, kv_group_max_ratio=1.25,
                            model_runner_v2="off", log_weights_v2="model_gib"),
-    ("0.13.0", "v1"): dict(msg_no_kv="docs", msg_fit="v1_013", msg_load_failure=True,
+    ("0.13.0", "v1"): dict(block_size_16="no_common", msg_no_kv="docs", msg_fit="v1_013", msg_load_failure=True,
                            async_scheduling_default=False),
     ("0.14.0", "v1"): dict(async_scheduling_default=True, profile_sampler_copies=8.0, request_ceil=True, msg_free_memory="device", msg_fit="v1_014",
                            auto_fit=True, log_weights="model_s", log_available="avail_s",
@@ -77,7 +83,8 @@ ROWS = {
                            mla_block_flashinfer=64,
                            hybrid_prefix_caching_default=False),
     ("0.17.0", "v1"): dict(profile_sampler_copies=2.1, graph_budget="headroom"),
-    ("0.18.0", "v1"): dict(graph_budget="estimated", profile_assert_ge=True, default_util=0.9,
+    ("0.18.0", "v1"): dict(block_size_choices=None, block_size_16=None,
+                           block_size_positive=False, graph_budget="estimated", profile_assert_ge=True, default_util=0.9,
                            online_fp8_bf16_load_peak=True, allreduce_in_n="graph_probe",
                            kv_group_max_ratio=1.5, mla_block_hopper=16,
                            mla_flashinfer_nope=(64, 128, 192), mla_block_flashinfer=32),
@@ -85,11 +92,11 @@ ROWS = {
     ("0.20.0", "v1"): dict(graph_budget="subtracted", default_util=0.92, model_runner_v2="off",
                            log_weights_v2="model_s_v2",
                            mamba_blocks_check=True, override_before_check=False),
-    ("0.21.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
+    ("0.21.0", "v1"): dict(block_size_16="none", override_before_check=True, tokens_formula="conc_x_len",
                            msg_fit="v1_014", msg_no_kv="docs"),
     ("0.22.0", "v1"): dict(override_before_check=True, tokens_formula="conc_x_len",
                            msg_no_kv="cpu", msg_fit="v1_022", model_runner_v2="archs"),
-    ("0.23.0", "v1"): dict(model_runner_v2="archs", v2_dense_unquantized_only=True),
+    ("0.23.0", "v1"): dict(block_size_positive=True, model_runner_v2="archs", v2_dense_unquantized_only=True),
     ("0.24.0", "v1"): dict(model_runner_v2="archs", v2_dense_unquantized_only=False),
     ("0.25.0", "v1"): dict(model_runner_v2="dense", sliding_inflight="batched",
                            log_weights_v2="model_s_v2"),
@@ -118,6 +125,12 @@ def test_version_rows(key):
     assert row.engine == engine and row.version == version
     for field, value in ROWS[key].items():
         assert getattr(row, field) == value, (key, field)
+
+
+def test_changes_are_in_version_order():
+    from vramguard.core.rules import _CHANGES
+    versions = [parse_version(v) for v, *_ in _CHANGES]
+    assert versions == sorted(versions)
 
 
 def test_table_has_no_gaps_and_every_row_is_tested():
@@ -719,3 +732,51 @@ def test_model_runner_v2_by_release_and_architecture():
                                       qwen3_next_kv_only())] == [True, True, False, False, False]
     assert v2("0.29.0", mixtral) and not v2("0.21.0", llama)
     assert model_runner_v2(llama, s, apply_env(R("0.21.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}))
+
+
+# ---- --block-size: argparse choices, pydantic, attention backends ----------------------
+_H100 = GpuSpec(name="H100-80GB", total_bytes=int(79.19 * GIB), compute_capability=(9, 0))
+
+
+@pytest.mark.parametrize("version,engine,block,text", [
+    ("0.4.0", "v0", 64, "api_server.py: error: argument --block-size: invalid choice: 64 "
+                        "(choose from 8, 16, 32, 128)"),
+    ("0.6.0", "v0", 64, "vllm serve: error: argument --block-size: invalid choice: 64 "
+                        "(choose from 8, 16, 32)"),
+    ("0.10.0", "v1", 7, "vllm serve: error: argument --block-size: invalid choice: 7 "
+                        "(choose from 1, 8, 16, 32, 64, 128)"),
+    ("0.10.0", "v1", 256, "vllm serve: error: argument --block-size: invalid choice: 256 "
+                          "(choose from 1, 8, 16, 32, 64, 128)"),
+    ("0.9.2", "v1", 8, "Block size must be a multiple of 16."),
+    ("0.15.0", "v1", 8, "No common block size for 8. "),
+    ("0.33.0", "v1", 7, "No valid attention backend found for cuda"),
+    ("0.23.0", "v1", 0, "1 validation error for CacheConfig block_size: Input should be "
+                        "greater than 0 [type=greater_than, input_value=0, input_type=int]"),
+    ("0.20.0", "v1", -16, "--block-size -16: vLLM 0.20.0 does not check it"),
+])
+def test_block_size_rejected_in_vllms_words(version, engine, block, text):
+    with pytest.raises(UsageError) as err:
+        plan(llama31_8b(), Settings(block_size=block, max_model_len=4096), _H100,
+             vllm_version=version, engine=engine)
+    assert text in err.value.what and err.value.where == "--block-size"
+
+
+@pytest.mark.parametrize("version,engine,block", [
+    ("0.9.2", "v0", 8),        # v0 falls back to XFormers
+    ("0.12.0", "v1", 8),       # FlexAttention takes any size
+    ("0.19.0", "v1", 7),
+    ("0.12.0", "v1", 256),
+    ("0.33.0", "v1", 48),      # any multiple of 16 from 0.18
+    ("0.33.0", "v1", 4096),
+])
+def test_block_size_accepted(version, engine, block):
+    p = plan(llama31_8b(), Settings(block_size=block, max_model_len=4096), _H100,
+             vllm_version=version, engine=engine)
+    assert p.kv.block_size == block
+
+
+def test_block_size_backend_rule_leaves_mla_models_alone():
+    from core_specs import deepseek_v3_kv_only
+    p = plan(deepseek_v3_kv_only(), Settings(block_size=8, max_model_len=4096), _H100,
+             vllm_version="0.33.0")
+    assert p.kv.block_size == 8

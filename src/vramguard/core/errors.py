@@ -21,7 +21,7 @@ class VramguardError(Exception):
         """The single line the CLI prints: `where: what. fix`."""
         text = f"{self.where}: {self.what}" if self.where else self.what
         if self.fix:
-            text = text.rstrip(".") + f". {self.fix}"
+            text = text.rstrip(". ") + f". {self.fix}"
         return text
 
 

@@ -129,6 +129,33 @@ def mamba_blocks_message(max_num_seqs: int, blocks: int) -> str:
             "gpu_memory_utilization.")
 
 
+def block_size_message(rules: VllmRules, block_size: int) -> str | None:
+    """vLLM's rejection of `--block-size` at argument parsing or config validation (None:
+    that release accepts the value there)."""
+    choices = rules.block_size_choices
+    if choices is not None and block_size not in choices:
+        return (f"{rules.block_size_prog}: error: argument --block-size: invalid choice: "
+                f"{block_size} (choose from {', '.join(map(str, choices))})")
+    if rules.block_size_positive and block_size <= 0:
+        return ("1 validation error for CacheConfig block_size: Input should be greater than 0 "
+                f"[type=greater_than, input_value={block_size}, input_type=int]")
+    return None
+
+
+def block_size_backend_message(rules: VllmRules, block_size: int) -> str | None:
+    """What v1's CUDA attention backends say of a block size that is not a multiple of 16
+    (None: accepted, e.g. by FlexAttention)."""
+    kind = rules.block_size_16
+    if kind == "fa":
+        return "Block size must be a multiple of 16."
+    if kind == "no_common":
+        return f"No common block size for {block_size}. "
+    if kind == "none":
+        return ("No valid attention backend found for cuda with AttentionSelectorConfig(…). "
+                "Reasons: {FLASH_ATTN: [block_size not supported], …}")
+    return None
+
+
 def max_len_message(user_len: int, key: str, derived: int, tokenizer_max: int | None) -> str:
     """User `max_model_len` above the derived maximum."""
     m = tokenizer_max if tokenizer_max is not None else derived

@@ -142,6 +142,8 @@ def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     if s.kv_cache_memory_bytes is not None and not rules.kv_cache_memory_flag:
         raise UsageError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer "
                          f"(got {rules.version})", where="--kv-cache-memory-bytes")
+    if s.block_size is not None:
+        _check_block_size(s.block_size, rules)
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
@@ -232,6 +234,33 @@ def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSp
                          "increase max_num_batched_tokens or decrease max_model_len.",
                          where="--max-num-batched-tokens")
     return _Eff(values, sources), derived
+
+
+def _check_block_size(block: int, rules: VllmRules) -> None:
+    """vLLM's own --block-size validation (argparse choices; pydantic from 0.23)."""
+    text = msg.block_size_message(rules, block)
+    if text is not None:
+        raise UsageError(text, where="--block-size",
+                         fix="Use one of the sizes that release accepts (16 is the default)")
+    if block <= 0:
+        # NOTE: 0.18-0.22 take any int; a block must hold at least one token to be planned.
+        raise UsageError(f"--block-size {block}: vLLM {rules.version} does not check it, but "
+                         "a KV block holds at least one token", where="--block-size",
+                         fix="Use a positive multiple of 16")
+
+
+def _check_backend_block_size(spec: ModelSpec, s: Settings, rules: VllmRules,
+                              gpu: GpuSpec) -> None:
+    """v1's CUDA attention backends need a block size that is a multiple of 16 (non-MLA,
+    non-hybrid models; MLA and Mamba layers pick their own kernels)."""
+    block = s.block_size
+    if (not block or block % 16 == 0 or rules.engine != "v1" or gpu.vendor != "nvidia"
+            or spec.uses_mla or _memo.has_mamba(spec)):
+        return
+    text = msg.block_size_backend_message(rules, block)
+    if text is not None:
+        raise UsageError(text, where="--block-size",
+                         fix="Use a multiple of 16 (vLLM's attention backends need one)")
 
 
 # ---- per-stage terms -------------------------------------------------------------------
@@ -327,6 +356,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     rules = apply_device(apply_env(rules, env), gpu.vendor)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
     _validate(spec, settings, rules)
+    _check_backend_block_size(spec, settings, rules, gpu)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     stages, kv_name = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks, device)

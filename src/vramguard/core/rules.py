@@ -62,6 +62,16 @@ class VllmRules:
     sched_clamp_by_len: bool = False         # 0.12+: tokens <= seqs*L, seqs <= tokens
     # ---- blocks, groups, capacity (§4, §5, §6) ----
     cpu_block_size: int = 16                 # 128 from 0.12
+    # --block-size: argparse choices (None from 0.18: any int), the program name argparse
+    # prints, whether a value <= 0 is a pydantic error (0.23+), and what v1's CUDA attention
+    # backends do with a size that is not a multiple of 16 (non-MLA, non-hybrid models):
+    # "fa" (0.7-0.11 "Block size must be a multiple of 16."), "no_common" (0.13-0.17), "none"
+    # (0.21+ no valid attention backend), None (accepted: FlexAttention in 0.12 and 0.19-0.20;
+    # 0.18 and v0 not checked / XFormers)
+    block_size_choices: tuple[int, ...] | None = (8, 16, 32, 128)
+    block_size_prog: str = "api_server.py"
+    block_size_positive: bool = False
+    block_size_16: str | None = None
     mla_supported: bool = False              # MLA latent cache (v0 0.7.1+, v1)
     # MLA block size where no field below applies: v0, Ampere and older (Triton MLA), AMD,
     # unknown compute capability
@@ -204,10 +214,15 @@ class VllmRules:
 _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
     ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
+    ("0.5.0", "both", {"block_size_choices": (8, 16, 32)},
+     "--block-size choices (engine/arg_utils.py)"),
     ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
      "multimodal profile run: sequences = tokens // max mm tokens (model_runner.profile_run)"),
     ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
+    ("0.6.0", "both", {"block_size_prog": "vllm serve"}, "the `vllm serve` entry point"),
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
+    ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
+     "--block-size choices (engine/arg_utils.py)"),
     ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
      "0.6.4 charges everything on the GPU (§1a)"),
     ("0.6.5", "v0", {"whole_gpu": False, "log_available": "v0_profile"},
@@ -218,6 +233,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                      "msg_fit": "v1_070", "log_capacity": "v1_070",
                      "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
      "v1 opt-in; whole-GPU budget (§1a)"),
+    ("0.7.0", "v1", {"block_size_16": "fa"},
+     "v1 FlashAttention: 'Block size must be a multiple of 16.' (v1/attention/backends)"),
     ("0.7.0", "v1", {"kv_group_max_ratio": 1.0},
      "hybrid / mixed-attention group size: the smallest layer count (kv_cache_utils.py "
      "_get_kv_cache_groups_uniform_page_size, checked in 0.9.2-0.11.0)"),
@@ -251,6 +268,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "profiling.py keeps the mm dummy data (warning only)"),
     ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
     ("0.8.4", "v1", {"msg_fit": "v1_084", "estimate_max_len": "lost"}, "estimate bug (§6, §10)"),
+    ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
+     "--block-size choices from BlockSize = Literal[...] (config.py)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
     ("0.9.0", "v1", {"sched_defaults": "v1_090", "hybrid_kv_manager": True}, "§9"),
     ("0.9.1", "v1", {"whole_gpu": False, "free_memory_check": True, "msg_free_memory": "no_device",
@@ -285,12 +304,16 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
+    ("0.12.0", "v1", {"block_size_choices": (1, 8, 16, 32, 64, 128, 256), "block_size_16": None},
+     "BlockSize gains 256; the selector falls back to FlexAttention (config/cache.py)"),
     ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
      "Model Runner V2 with VLLM_USE_V2_MODEL_RUNNER=1 only (envs.py); its weights line "
      "'Model loading took %.4f GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.12.0", "v1", {"sched_clamp_by_len": True, "kv_group_max_ratio": 1.25},
      "default batched tokens <= seqs x max_model_len, seqs <= tokens (arg_utils.py); hybrid "
      "group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
+    ("0.13.0", "v1", {"block_size_16": "no_common"},
+     "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
     ("0.14.0", "v1", {"request_ceil": True,
@@ -314,6 +337,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "mla_block_hopper": 16},
      "MLA block size from the chosen backend's kernel sizes (update_block_size_for_backend): "
      "FLASHINFER_MLA [32, 64] -> 32 on Blackwell, FLASH_ATTN_MLA MultipleOf(16) on Hopper"),
+    ("0.18.0", "v1", {"block_size_choices": None, "block_size_16": None},
+     "block_size: SkipValidation[int] (config/cache.py); 0.18 backends not checked"),
     ("0.18.0", "v1", {"kv_group_max_ratio": 1.5}, "hybrid group-size threshold 1.5 "
      "(kv_cache_utils.py, checked in the 0.18-0.33 wheels)"),
     ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,
@@ -322,6 +347,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
                       "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
+    ("0.21.0", "v1", {"block_size_16": "none"},
+     "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
     ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
      "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
     ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
@@ -331,6 +358,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.23.0", "v1", {"v2_archs": frozenset({"LlamaForCausalLM", "MistralForCausalLM",
                                              "Qwen3ForCausalLM"})},
      "Model Runner V2 by default for Llama, Mistral, Qwen3 (config/vllm.py)"),
+    ("0.23.0", "v1", {"block_size_positive": True},
+     "block_size: int = Field(gt=0) (config/cache.py)"),
     ("0.24.0", "v1", {"v2_dense_unquantized_only": False, "v2_archs": frozenset({
         "LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
         "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
