@@ -54,6 +54,15 @@ def test_nothing_to_watch_is_a_usage_error(capsys):
     assert main(["watch", "--url", "x", "--interval", "soon", "--once"]) == 2
 
 
+@pytest.mark.parametrize("flags,where", [(["--planned-kv-tokens", "-5"], "--planned-kv-tokens"),
+                                         (["--planned-kv-tokens", "0"], "--planned-kv-tokens"),
+                                         (["--sustain", "abc"], "--sustain")])
+def test_bad_values_are_errors_with_once_too(capsys, flags, where):
+    url = "http://127.0.0.1:9"
+    assert main(["watch", "--url", url, "--no-gpu", "--once", *flags]) == 2
+    assert f"vramguard watch: error: {where}:" in capsys.readouterr().err
+
+
 def test_ctrl_c_ends_cleanly_and_history_is_kept(tmp_path):
     steps = [("text", fixture_text("vllm-0.32-cpu/metrics_during_load.txt"))]
     db = tmp_path / "h.sqlite3"

@@ -61,10 +61,16 @@ def build(args, *, once: bool = False):
         check_url(url)
     if not 0 < args.kv_threshold <= 1:
         raise UsageError(f"must be in (0, 1], got {args.kv_threshold}", where="--kv-threshold")
+    if args.planned_kv_tokens is not None and args.planned_kv_tokens <= 0:
+        raise UsageError(f"must be a positive token count, got {args.planned_kv_tokens}",
+                         where="--planned-kv-tokens",
+                         fix="Give the KV cache size in tokens that `vramguard plan` printed")
     interval = parse_duration(args.interval, flag="--interval")
     timeout = parse_duration(args.timeout, flag="--timeout") if args.timeout else None
+    # NOTE: parsed even with --once (which alerts at once): a typo is an error either way.
+    sustain = parse_duration(args.sustain, flag="--sustain")
     config = RuleConfig(kv_threshold=args.kv_threshold,
-                        kv_sustained_s=0.0 if once else parse_duration(args.sustain, flag="--sustain"),
+                        kv_sustained_s=0.0 if once else sustain,
                         down_after_failures=1 if once else 3,
                         window_s=parse_duration(args.window, flag="--window"))
     retention = parse_duration(args.retention, flag="--retention")
