@@ -137,6 +137,7 @@ def test_workload_file(capsys, tmp_path):
     ([MODEL, "--gpu", "H100", "--gpu", "RTX-9999"], "unknown GPU 'RTX-9999'"),
     ([MODEL, "--gpu", "H100:0"], "invalid GPU count"),
     ([MODEL, "--gpu", "H100", "--gpu", "L4", "--num-gpus", "3"], "contradicts"),
+    ([MODEL, "--gpu", "H100", "--num-gpus", "1025"], "<= 1,024"),
     ([MODEL, "--workload", "p99=abc"], "not a token count"),
     ([MODEL, "--workload", "p99=100", "--workload-file", "x"], "contradict"),
     ([MODEL, "--target-kv-usage", "1.5"], "0 < F <= 1"),

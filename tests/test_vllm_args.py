@@ -145,6 +145,8 @@ def test_unknown_quantization_is_a_note():
     (["--max-model-len"], "expected a value"),
     (["--cpu-offload-gb", "-1"], ">= 0"),
     (["--speculative-config", "{bad"], "JSON"),
+    (["--num-speculative-tokens", "1025"], "0 to 1024"),
+    (["--spec-tokens", "1025"], "0 to 1024"),
     (["--enforce-eager=maybe"], "true or false"),
     (["m", "extra"], "unexpected argument"),
 ])

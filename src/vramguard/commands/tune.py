@@ -126,7 +126,7 @@ def gpu_names(opts: Options) -> list[str]:
     if not names:
         raise UsageError("no GPU given", where="--gpu", fix="Write --gpu NAME.")
     if opts.num_gpus is not None:
-        n = _number("--num-gpus", opts.num_gpus, kind=int, low=1, allow_low=True)
+        n = _number("--num-gpus", opts.num_gpus, kind=int, low=1, allow_low=True, high=1024)
         if len(set(names)) == 1 and len(names) in (1, n):
             names = names[:1] * n
         elif len(names) != n:

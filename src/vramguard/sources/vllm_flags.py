@@ -75,8 +75,8 @@ FLAGS: dict[str, Flag] = {
     "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
     "--speculative-config": Flag("num_speculative_tokens", JSON),
-    "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0),  # vLLM <= 0.9
-    "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0),   # recent shorthand
+    "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),  # vLLM <= 0.9
+    "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),   # recent shorthand
     "--model": Flag("model", STR),
     "--config": Flag("", STR),
 }
