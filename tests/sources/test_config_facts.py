@@ -276,3 +276,15 @@ def test_more_experts_per_token_than_experts_is_a_source_error(config):
     cfg = dict(config("Qwen__Qwen3-30B-A3B"), num_experts_per_tok=200)
     with pytest.raises(SourceError, match="num_experts_per_tok 200 exceeds the 128 experts"):
         spec_from_config(cfg, name="x")
+
+
+@pytest.mark.parametrize("declared", ["int8", "float8_e4m3fn", "float128"])
+def test_a_non_float_torch_dtype_runs_in_16_bit_with_a_note(config, declared):
+    # vLLM's `_resolve_auto_dtype`: a dtype the platform does not support falls back to the
+    # preferred 16-bit one; the KV cache and activations are 2 bytes, not the declared size.
+    from vramguard.core.settings import Settings
+    from vramguard.core.weights import runtime_dtype_bytes
+    cfg = dict(config("Qwen__Qwen2.5-7B-Instruct"), torch_dtype=declared)
+    s = spec_from_config(cfg, name="x")
+    assert runtime_dtype_bytes(s, Settings()) == 2
+    assert any(f"torch_dtype '{declared}', not a dtype vLLM runs" in n for n in s.notes)

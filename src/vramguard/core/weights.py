@@ -45,10 +45,14 @@ def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
 
 
 def runtime_dtype_bytes(spec: ModelSpec, settings: Settings) -> int:
-    """Bytes per element of the dtype vLLM runs in (`auto`: fp32/fp16 -> fp16, bf16 -> bf16)."""
+    """Bytes per element of the dtype vLLM runs in (`auto`: fp32/fp16 -> fp16, bf16 -> bf16).
+
+    NOTE: with `auto` vLLM runs a config's float32 in 16-bit, and any dtype the platform does
+    not support (an `int8` or `float8_e4m3fn` torch_dtype) in its preferred 16-bit dtype
+    ("Falling back to bfloat16 for compatibility", config/model.py `_resolve_auto_dtype`)."""
     d = (settings.dtype or "auto").lower()
     if d == "auto":
-        return 2 if spec.dtype_bytes >= 2 else spec.dtype_bytes
+        return 2
     return DTYPE_BYTES.get(d, 2)
 
 

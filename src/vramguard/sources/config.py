@@ -371,13 +371,21 @@ def _check_rope(t: Fields, rope: dict) -> None:
         raise t.error(f"rope_scaling.rope_type is {kind!r:.40}, not a string")
 
 
+_FLOAT_DTYPES = frozenset({"float32", "float", "float16", "half", "bfloat16"})
+
+
 def _dtype(top: Fields, t: Fields, prov: dict, origin: Source, notes: list) -> str:
     for f in (top, t):
         for key in ("torch_dtype", "dtype"):
             value = f.data.get(key)
             if isinstance(value, str) and value:
                 prov["torch_dtype"] = origin
-                return value.replace("torch.", "").lower()
+                name = value.replace("torch.", "").lower()
+                if name not in _FLOAT_DTYPES:
+                    notes.append(f"config declares torch_dtype {value!r:.40}, not a dtype vLLM "
+                                 "runs a model in: with --dtype auto it falls back to the "
+                                 "GPU's 16-bit dtype (bfloat16 on compute capability 8.0+)")
+                return name
     prov["torch_dtype"] = Source.DERIVED
     # NOTE: vLLM downcasts float32 configs: to float16 up to 0.9.0; by 0.9.2 to the platform's
     # first supported dtype (`_resolve_auto_dtype`: bfloat16 on compute capability 8.0+).
