@@ -224,6 +224,10 @@ def test_unknown_architecture_missing_fields_names_them():
     {"num_key_value_heads": 64}, {"layer_types": "full"}, {"rope_scaling": [1, 2]},
     {"quantization_config": "fp8"}, {"text_config": 3}, {"hidden_size": None},
     {"num_key_value_heads": 5},                        # 32 query heads: not whole groups
+    {"quantization_config": {"quant_method": "gptq", "bits": 0, "group_size": 128}},
+    {"quantization_config": {"quant_method": "awq", "w_bit": "x", "q_group_size": 128}},
+    {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 0}},
+    {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 2.5}},
 ])
 def test_bad_values_are_source_errors(config, change):
     cfg = dict(config("meta-llama__Llama-3.1-8B-Instruct"), **change)

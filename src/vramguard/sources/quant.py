@@ -30,6 +30,24 @@ def _num(qc: dict, *keys: str) -> float | None:
     return None
 
 
+def _check_widths(qc: dict, where: str) -> None:
+    """A bit width or group size that is present must be one (vLLM's quantization configs
+    reject others, e.g. GPTQ "only 2/3/4/8-bit weight quantization is supported")."""
+    for key in ("bits", "w_bit", "nbits", "weight_bits", "num_bits"):
+        if key in qc and qc[key] is not None:
+            v = qc[key]
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 1 <= v <= 16):
+                raise SourceError(f"quantization_config.{key} is {v!r:.40}, not a bit width "
+                                  "(1 to 16)", where=where, fix="Fix or re-download config.json")
+    for key in ("group_size", "q_group_size"):
+        if key in qc and qc[key] is not None:
+            v = qc[key]
+            if not (isinstance(v, int) and not isinstance(v, bool) and (v == -1 or v > 0)):
+                raise SourceError(f"quantization_config.{key} is {v!r:.40}, not a group size "
+                                  "(-1 for per-channel, or a positive number of weights)",
+                                  where=where, fix="Fix or re-download config.json")
+
+
 def _names(qc: dict, *keys: str) -> tuple[str, ...]:
     out: list[str] = []
     for key in keys:
@@ -73,6 +91,7 @@ def quant_from_config(qc: object, *, where: str) -> QuantSpec | None:
             method = "bitsandbytes"
         else:
             return None
+    _check_widths(qc, where)
     skip = _names(qc, "modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers",
                   "llm_int8_skip_modules", "ignore_layers")
     if method in ("fp8", "fbgemm-fp8", "ptpc-fp8", "fp-quant"):
