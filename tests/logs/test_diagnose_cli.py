@@ -156,3 +156,57 @@ def test_cli_plan_side_by_side(capsys):
     rows = {r["what"]: r for r in out["side_by_side"]}
     assert rows["KV pool GiB"]["log"] == 58.11
     assert abs(rows["KV pool GiB"]["plan"] - 58.11) < 2.0
+
+
+# Traceback frames place a raw OOM: shaped like public reports (vLLM issue 12539, Qwen issue
+# 458: the v0 cache engine's per-layer torch.zeros; v1's gpu_model_runner allocation).
+_V0_ALLOC = """\
+INFO 01-28 22:58:10 worker.py:266] the current vLLM instance can use total_gpu_memory (21.96GiB) x gpu_memory_utilization (0.90) = 19.76GiB
+INFO 01-28 22:58:10 worker.py:266] model weights take 14.99GiB; non_torch_memory takes 0.10GiB; PyTorch activation peak memory takes 1.20GiB; the rest of the memory reserved for KV Cache is 3.47GiB.
+INFO 01-28 22:58:11 executor_base.py:110] # CUDA blocks: 1776, # CPU blocks: 2048
+ERROR 01-28 22:58:15 engine.py:387] Traceback (most recent call last):
+ERROR 01-28 22:58:15 engine.py:387]   File "/usr/local/lib/python3.12/dist-packages/vllm/engine/llm_engine.py", line 427, in _initialize_kv_caches
+ERROR 01-28 22:58:15 engine.py:387]     self.model_executor.initialize_cache(num_gpu_blocks, num_cpu_blocks)
+ERROR 01-28 22:58:15 engine.py:387]   File "/usr/local/lib/python3.12/dist-packages/vllm/worker/worker.py", line 308, in initialize_cache
+ERROR 01-28 22:58:15 engine.py:387]     self._init_cache_engine()
+ERROR 01-28 22:58:15 engine.py:387]   File "/usr/local/lib/python3.12/dist-packages/vllm/worker/cache_engine.py", line 103, in _allocate_kv_cache
+ERROR 01-28 22:58:15 engine.py:387]     layer_kv_cache = torch.zeros(alloc_shape,
+ERROR 01-28 22:58:15 engine.py:387] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 108.00 MiB. GPU 0 has a total capacity of 21.96 GiB of which 40.06 MiB is free. Process 2 has 2.90 GiB memory in use.
+"""
+
+_V1_CAPTURE = """\
+(EngineCore_DP0 pid=8) INFO 03-11 11:58:40 [gpu_worker.py:298] Available KV cache memory: 60.0 GiB
+(EngineCore_DP0 pid=8) INFO 03-11 11:58:41 [kv_cache_utils.py:1087] GPU KV cache size: 491,520 tokens
+(EngineCore_DP0 pid=8) ERROR 03-11 11:58:53 [core.py:1100] Traceback (most recent call last):
+(EngineCore_DP0 pid=8) ERROR 03-11 11:58:53 [core.py:1100]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 263, in _initialize_kv_caches
+(EngineCore_DP0 pid=8) ERROR 03-11 11:58:53 [core.py:1100]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", line 400, in compile_or_warm_up_model
+(EngineCore_DP0 pid=8) ERROR 03-11 11:58:53 [core.py:1100]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 3600, in capture_model
+(EngineCore_DP0 pid=8) ERROR 03-11 11:58:53 [core.py:1100] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 0.50 GiB is free.
+"""
+
+
+def test_oom_in_the_kv_allocation_frames_is_no_kv_memory():
+    d = dx(_V0_ALLOC)
+    assert d.failure == "no_kv_memory" and d.phase == "kv_allocation"
+    assert d.confidence == "stated"
+    assert "Allocating the KV cache ran out of memory (_allocate_kv_cache)" in d.cause
+    assert "another process" in d.cause
+    assert flags(d)["--gpu-memory-utilization"] == "0.87"   # 0.90 - (0.07 + 0.5) / 21.96
+    v1 = _V1_CAPTURE.replace("compile_or_warm_up_model", "initialize_from_config").replace(
+        "capture_model", "initialize_kv_cache_tensors")
+    assert dx(v1).failure == "no_kv_memory"
+    forced = dx("non-default args: {'kv_cache_memory_bytes': 64424509440}\n" + v1)
+    assert "--kv-cache-memory-bytes" in forced.cause
+    assert "--kv-cache-memory-bytes" in flags(forced)
+
+
+def test_oom_in_the_capture_frames_stays_a_graph_oom():
+    assert dx(_V1_CAPTURE).failure == "cuda_graph_oom"
+    # the frames of an earlier traceback do not place the OOM of a later one
+    first = _V0_ALLOC.split("ERROR 01-28 22:58:15 engine.py:387] torch.")[0]
+    later = ("Traceback (most recent call last):\n"
+             '  File "/x/vllm/model_executor/models/llama.py", line 340, in forward\n'
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n")
+    assert dx(first + later).failure == "cuda_graph_oom"       # by phase, as before
+    assert dx(_V1_CAPTURE.split("ERROR")[0] + "torch.OutOfMemoryError: CUDA out of memory. "
+              "Tried to allocate 1.00 GiB.").failure == "cuda_graph_oom"

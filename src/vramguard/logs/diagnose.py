@@ -150,13 +150,17 @@ def _pick(ex: Extracted) -> tuple[LogError | None, str | None]:
                                               else len(order), e.seq))
     for err in ranked:
         if err.kind == "torch_oom":
-            return err, _oom_failure(err.phase, ex)
+            return err, _oom_failure(err.phase, ex, err.numbers.get("frame"))
         if err.kind in _KIND_FAILURE:
             return err, _KIND_FAILURE[err.kind]
     return (ranked[0], None) if ranked else (None, None)
 
 
-def _oom_failure(phase: str, ex: Extracted) -> str:
+def _oom_failure(phase: str, ex: Extracted, frame: str | None = None) -> str:
+    """The failure of a raw torch OOM by phase; after the KV lines without a traceback frame
+    that says otherwise, the graph capture (it logs nothing before it allocates)."""
+    if phase == X.KV_ALLOCATION and frame:
+        return F.NO_KV_MEMORY
     idx = phase_index(phase)
     if idx <= phase_index(X.WEIGHT_LOADING):
         return F.WEIGHTS_OOM
@@ -363,6 +367,8 @@ def _oom_numbers(o) -> dict:
 
 
 def _no_kv(c: _Ctx, err: LogError | None):
+    if err is not None and err.kind == "torch_oom":
+        return _kv_allocation_oom(c, err)
     ex = c.ex
     k = ex.kv_pool_gib
     req = c.requested
@@ -471,6 +477,28 @@ def _mamba(c: _Ctx, err: LogError | None):
     fixes.append(Fix("or more memory for the pool", {"--gpu-memory-utilization": "0.95"}))
     fixes.append(Fix("or a shorter context (fewer blocks per request)", {"--max-model-len": "<lower>"}))
     return cause, fixes, n
+
+
+def _kv_allocation_oom(c: _Ctx, err: LogError):
+    """torch's OOM while allocating the KV pool vLLM had sized: memory taken since vLLM
+    measured (another process), or a pool forced by --kv-cache-memory-bytes /
+    --num-gpu-blocks-override."""
+    o, s = err.oom, c.ex.settings
+    cause = f"Allocating the KV cache ran out of memory ({err.numbers.get('frame')})"
+    if o and o.tried_gib is not None:
+        cause += f": a {_g(o.tried_gib)} GiB tensor with {_g(o.free_gib)} GiB free"
+    forced = [f for f in ("kv_cache_memory_bytes", "num_gpu_blocks_override") if s.get(f)]
+    cause += (". The pool was forced by --" + " and --".join(f.replace("_", "-") for f in forced)
+              if forced else ". Something else took GPU memory after vLLM measured it "
+              "(another process on a shared GPU), or the KV budget was too close to the limit")
+    fixes = [Fix(f"a smaller forced pool, or vLLM's own sizing (drop --{f.replace('_', '-')})",
+                 {"--" + f.replace("_", "-"): "<lower>"}) for f in forced]
+    if c.util and c.total:
+        lack = max(0.0, (o.tried_gib or 0) - (o.free_gib or 0)) if o else 0.0
+        fixes.append(Fix("a smaller budget", {"--gpu-memory-utilization":
+                                              f"{_floor2(c.util - (lack + 0.5) / c.total):.2f}"}))
+    fixes.append(Fix("run vLLM alone on its GPU (`vramguard check` names the other processes)", {}))
+    return cause + ".", fixes, _oom_numbers(o)
 
 
 def _graph_oom(c: _Ctx, err: LogError | None):

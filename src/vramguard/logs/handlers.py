@@ -376,8 +376,24 @@ class LineHandlers:
     def _err_oom(self, msg: str) -> bool:
         if not P.OOM_ANY.search(msg) or "occurred when warming up" in msg:
             return False
-        self._error("torch_oom", msg, None, oom=parse_oom(msg))
+        # NOTE: the innermost startup frame of the traceback says which phase ran out (an OOM
+        # after the KV lines is the allocation itself, or the graph capture before its log).
+        func, phase = self.frame if self.frame and self.phase != X.SERVING else (None, None)
+        self._error("torch_oom", msg, phase, oom=parse_oom(msg), frame=func)
         return True
+
+    def _frame(self, msg: str) -> None:
+        """A traceback line: the startup phase of the innermost vLLM frame seen so far."""
+        if "Traceback (most recent call last)" in msg:
+            self.frame = None
+            return
+        m = P.FRAME.search(msg)
+        phase = _FRAME_PHASES.get(m.group(1)) if m else None
+        # NOTE: the profile run calls the dummy sampler too: a sampler frame under it is
+        # the profile run's.
+        if phase and not (phase == X.SAMPLER_WARMUP and self.frame
+                          and self.frame[1] == X.PROFILING):
+            self.frame = (m.group(1), phase)
 
     def _err_other(self, msg: str) -> bool:
         if P.SHM.search(msg):
@@ -403,6 +419,18 @@ class LineHandlers:
             self._error("error_line", msg, None)
             return True
         return False
+
+
+# vLLM functions whose frame in a traceback places a failure in a startup phase (v0 and v1).
+_FRAME_PHASES = {
+    "load_model": X.WEIGHT_LOADING, "load_weights": X.WEIGHT_LOADING,
+    "profile_run": X.PROFILING, "determine_available_memory": X.PROFILING,
+    "determine_num_available_blocks": X.PROFILING,
+    "_allocate_kv_cache": X.KV_ALLOCATION, "_allocate_kv_cache_tensors": X.KV_ALLOCATION,
+    "initialize_kv_cache_tensors": X.KV_ALLOCATION, "initialize_kv_cache": X.KV_ALLOCATION,
+    "_init_cache_engine": X.KV_ALLOCATION,
+    "capture_model": X.CUDA_GRAPH_CAPTURE, "_dummy_sampler_run": X.SAMPLER_WARMUP,
+}
 
 
 def _is_stats(line: str) -> bool:
@@ -431,6 +459,7 @@ _HANDLERS = (
     (("on startup. Desired",), LineHandlers._suggestion),
     (("init engine", "Starting vLLM", "startup complete"), LineHandlers._success),
     (("hutdown", "SIGTERM", "SIGINT"), LineHandlers._shutdown),
+    (("Traceback", 'File "'), LineHandlers._frame),
     (("rror", "RROR", "ailed", "memory", "NCCL", "Watchdog", "max seq len", "allocate",
       "shm", "Bus error", "died", "Traceback", "max_model_len"), LineHandlers._errors),
 )

@@ -65,6 +65,7 @@ class LogParser(LineHandlers):
         self.stats: dict = {}
         self.markers: set[str] = set()
         self.phase = X.STARTUP
+        self.frame: tuple[str, str] | None = None   # (function, phase) of a traceback frame
 
     def _set(self, name: str, value, mode: str = "first") -> None:
         if value is None:

@@ -165,3 +165,7 @@ UNIT_GIB = {"GiB": 1.0, "GB": 1.0, "MiB": 1 / 1024, "MB": 1 / 1024, "KiB": 1 / 1
 # A continuation line of a wrapped message never looks like the start of a log record.
 NEW_RECORD = re.compile(r"^\s*(?:\(\w[^)]*pid=\d+\)|\[[^\]]{1,64}\]\s*\(|(?:INFO|WARNING|ERROR|"
                         r"DEBUG|CRITICAL)\b|\d\d:\d\d:\d\d|\d{4}-\d\d-\d\d|[|#>*-]\s|Traceback)")
+
+# A traceback frame (`File "…/gpu_model_runner.py", line 6914, in initialize_kv_cache_tensors`):
+# the function name.
+FRAME = re.compile(r'File "[^"]*", line \d+, in (\w+)\b')

@@ -45,7 +45,7 @@ FULL_ANCHORS: tuple[bytes, ...] = FAST_ANCHORS + (
     b"load model", b"oading", b"SIG", b"startup complete", b"weights take", b"activation peak",
     b"KV Cache", b"can use", b"init engine", b"Watchdog", b"seq len", b"allocate", b"shm",
     b"Bus error", b"died", b"Traceback", b"max_model_len", b"Mamba", b"Desired", b"on startup",
-    b"NVIDIA", b"Instinct", b"allreduce",
+    b"NVIDIA", b"Instinct", b"allreduce", b'File "',
     # NOTE: a colour code can split an anchor ("K\x1b[31mV cache"); a coloured line in the
     # startup window is read like the every-line path reads it (codes stripped first)
     b"\x1b[",
