@@ -268,9 +268,11 @@ def test_lagging_metrics_are_waited_for_before_a_level_is_closed():
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         # NOTE: snapshots are taken around each request; the first one (before the request
-        # counted itself) shows the previous state, the last one the final state.
+        # counted itself) shows the previous state, the last one the final state. 16
+        # requests keep the 4-client level busy ~0.6 s, so the settle reads (every 0.25 s)
+        # see it full through the lag even on a loaded machine (8 flaked once).
         result = run_stress(StressConfig(url=url, levels=(2, 4), prompt_tokens=40, max_tokens=8,
-                                         requests_per_level=8, duration_per_level_s=30))
+                                         requests_per_level=16, duration_per_level_s=30))
     finally:
         server.shutdown()
         server.server_close()
