@@ -210,3 +210,19 @@ def test_oom_in_the_capture_frames_stays_a_graph_oom():
     assert dx(first + later).failure == "cuda_graph_oom"       # by phase, as before
     assert dx(_V1_CAPTURE.split("ERROR")[0] + "torch.OutOfMemoryError: CUDA out of memory. "
               "Tried to allocate 1.00 GiB.").failure == "cuda_graph_oom"
+
+
+@pytest.mark.parametrize("line,size", [
+    ("vllm serve: error: argument --block-size: invalid choice: 7 (choose from 1, 8, 16, 32, "
+     "64, 128)", 7),
+    ("vllm serve: error: argument --block-size: invalid choice: '7' (choose from 1, 8)", 7),
+    ("(EngineCore_DP0 pid=8) ValueError: Block size must be a multiple of 16.", 8),
+    ("ValueError: No common block size for 8. ", 8),
+    ("ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(...). "
+     "Reasons: {FLASH_ATTN: [block_size not supported]}", 8),
+])
+def test_block_size_rejections_are_named(line, size):
+    d = dx("non-default args: {'block_size': 8}\n" + line)
+    assert d.failure == "other" and d.phase == "startup"
+    assert f"does not accept --block-size {size}" in d.cause
+    assert d.fixes[0].flags == {"--block-size": "<omit>"} and flags(d)["--block-size"] == "16"

@@ -13,6 +13,8 @@ from ..core import failures as F
 from ..core.plan import Fix
 from . import extracted as X
 from .extracted import Extracted, LogError, phase_index
+from .diagnose_oom import (_ceil2, _floor2, _g, _graph_oom, _kv_allocation_oom, _oom_numbers,
+                           _runtime_oom, _sampler)
 from .fields import version_tuple
 
 OTHER = "other"          # an error outside the failure vocabulary (shm, swap space, config)
@@ -26,7 +28,7 @@ _KIND_FAILURE = {
     "kv_fit": F.KV_BELOW_MAX_MODEL_LEN, "kv_fit_v0": F.KV_BELOW_MAX_MODEL_LEN,
     "autofit_fail": F.KV_BELOW_MAX_MODEL_LEN, "no_kv_memory": F.NO_KV_MEMORY,
     "sampler_oom": F.SAMPLER_WARMUP_OOM, "profiling_error": OTHER,
-    "max_model_len_config": OTHER, "swap_space": OTHER, "shm": OTHER,
+    "max_model_len_config": OTHER, "block_size": OTHER, "swap_space": OTHER, "shm": OTHER,
     "torch_oom": None, "distributed": F.DISTRIBUTED,
 }
 _GENERIC = ("cuda_error", "exception", "engine_failed", "error_line")
@@ -127,18 +129,6 @@ def _scheduler_defaults(ex: Extracted, version, total, world: int):
                                   world_size=world)
     except Exception:          # NOTE: a default we cannot tell only makes the fix vaguer
         return None, None
-
-
-def _g(x: float | None) -> str:
-    return "?" if x is None else f"{x:.2f}".rstrip("0").rstrip(".") if abs(x) < 1000 else f"{x:,.0f}"
-
-
-def _floor2(x: float) -> float:
-    return math.floor(x * 100 + 1e-9) / 100
-
-
-def _ceil2(x: float) -> float:
-    return math.ceil(x * 100 - 1e-9) / 100
 
 
 # ---- choosing the failure --------------------------------------------------------------
@@ -362,10 +352,6 @@ def _profile_oom(c: _Ctx, err: LogError | None):
     return cause, fixes, _oom_numbers(o)
 
 
-def _oom_numbers(o) -> dict:
-    return {k: v for k, v in vars(o).items() if v not in (None, ())} if o else {}
-
-
 def _no_kv(c: _Ctx, err: LogError | None):
     if err is not None and err.kind == "torch_oom":
         return _kv_allocation_oom(c, err)
@@ -479,89 +465,6 @@ def _mamba(c: _Ctx, err: LogError | None):
     return cause, fixes, n
 
 
-def _kv_allocation_oom(c: _Ctx, err: LogError):
-    """torch's OOM while allocating the KV pool vLLM had sized: memory taken since vLLM
-    measured (another process), or a pool forced by --kv-cache-memory-bytes /
-    --num-gpu-blocks-override."""
-    o, s = err.oom, c.ex.settings
-    cause = f"Allocating the KV cache ran out of memory ({err.numbers.get('frame')})"
-    if o and o.tried_gib is not None:
-        cause += f": a {_g(o.tried_gib)} GiB tensor with {_g(o.free_gib)} GiB free"
-    forced = [f for f in ("kv_cache_memory_bytes", "num_gpu_blocks_override") if s.get(f)]
-    cause += (". The pool was forced by --" + " and --".join(f.replace("_", "-") for f in forced)
-              if forced else ". Something else took GPU memory after vLLM measured it "
-              "(another process on a shared GPU), or the KV budget was too close to the limit")
-    fixes = [Fix(f"a smaller forced pool, or vLLM's own sizing (drop --{f.replace('_', '-')})",
-                 {"--" + f.replace("_", "-"): "<lower>"}) for f in forced]
-    if c.util and c.total:
-        lack = max(0.0, (o.tried_gib or 0) - (o.free_gib or 0)) if o else 0.0
-        fixes.append(Fix("a smaller budget", {"--gpu-memory-utilization":
-                                              f"{_floor2(c.util - (lack + 0.5) / c.total):.2f}"}))
-    fixes.append(Fix("run vLLM alone on its GPU (`vramguard check` names the other processes)", {}))
-    return cause + ".", fixes, _oom_numbers(o)
-
-
-def _graph_oom(c: _Ctx, err: LogError | None):
-    o = err.oom if err else None
-    ex = c.ex
-    g = ex.cuda_graph_estimate_gib or ex.cuda_graph_gib
-    budgeted = c.version is None or c.version >= (0, 20, 0)
-    cause = "Capturing CUDA graphs ran out of memory after the KV cache was allocated"
-    if o and o.tried_gib is not None:
-        cause += f" (needed {_g(o.tried_gib)} GiB more, {_g(o.free_gib)} GiB free)"
-    cause += "."
-    if not budgeted:
-        cause += (" Before vLLM 0.20 the graphs are not in the budget: they must fit in the "
-                  "(1 - gpu_memory_utilization) headroom.")
-    elif c.version is None:
-        cause += (" (Before vLLM 0.20 the graphs must fit outside the --gpu-memory-utilization "
-                  "budget.)")
-    fixes = [Fix("no CUDA graphs (slower decode, no capture memory)", {"--enforce-eager": ""})]
-    if c.util and c.total:
-        new_u = _floor2(c.util - ((g or 1.0) + 0.5) / c.total)
-        fixes.append(Fix("leave room for the graphs outside the budget",
-                         {"--gpu-memory-utilization": f"{new_u:.2f}"}))
-    fixes.append(Fix("fewer / smaller graphs to capture",
-                     {"--max-num-seqs": str(max(8, (c.max_num_seqs or 256) // 2))}))
-    n = _oom_numbers(o)
-    if g:
-        n["cuda_graph_gib"] = g
-    return cause, fixes, n
-
-
-def _sampler(c: _Ctx, err: LogError | None):
-    n = dict(err.numbers) if err else {}
-    oom = next((e.oom for e in c.ex.errors if e.kind == "torch_oom" and e.oom), None)
-    n.update(_oom_numbers(oom))
-    reqs = n.get("num_requests") or c.max_num_seqs
-    cause = (f"The sampler warm-up with {reqs or 'max_num_seqs'} dummy requests ran out of "
-             "memory after the KV cache and the CUDA graphs had taken theirs.")
-    fixes = [Fix("fewer sequences per step", {"--max-num-seqs": str(max(8, (reqs or 256) // 2))})]
-    if c.util and c.total:
-        tried = n.get("tried_gib") or 0.5
-        fixes.append(Fix("leave the sampler room outside the KV budget",
-                         {"--gpu-memory-utilization": f"{_floor2(c.util - (tried + 0.5) / c.total):.2f}"}))
-    return cause, fixes, n
-
-
-def _runtime_oom(c: _Ctx, err: LogError | None):
-    o = err.oom if err else None
-    cause = "vLLM ran out of memory while serving (after a successful startup)"
-    if o and o.tried_gib is not None:
-        cause += f": it needed {_g(o.tried_gib)} GiB more with {_g(o.free_gib)} GiB free"
-    cause += "."
-    fixes = []
-    if c.util:
-        fixes.append(Fix("leave more headroom outside the KV budget",
-                         {"--gpu-memory-utilization": f"{max(0.5, c.util - 0.05):.2f}"}))
-    fixes.append(Fix("fewer sequences per step",
-                     {"--max-num-seqs": str(max(8, (c.max_num_seqs or 256) // 2))}))
-    if o and (o.reserved_unallocated_gib or 0) >= 1:
-        fixes.append(Fix(f"{_g(o.reserved_unallocated_gib)} GiB is reserved but unallocated: "
-                         "fragmentation", {"env PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
-    return cause, fixes, _oom_numbers(o)
-
-
 def _distributed(c: _Ctx, err: LogError | None):
     cause = ("A distributed (NCCL / process-group) error stopped the workers; memory was not "
              "the first failure.")
@@ -594,6 +497,13 @@ def _other(c: _Ctx, err: LogError | None):
                 [Fix("use the model's maximum (omit the flag)", {"--max-model-len": "<omit>"}),
                  Fix("or override the check (quality may suffer)",
                      {"env VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})], n)
+    if err.kind == "block_size":
+        size = n.get("block_size") or c.ex.settings.get("block_size") or c.ex.block_size
+        return (f"This vLLM does not accept --block-size {size if size is not None else '?'}: "
+                "its argument choices or its attention backends (a multiple of 16 on CUDA) "
+                "reject it.", [Fix("vLLM's default block size (omit the flag)",
+                                   {"--block-size": "<omit>"}),
+                               Fix("or a multiple of 16", {"--block-size": "16"})], n)
     return _generic(c, err)
 
 

@@ -371,6 +371,11 @@ class LineHandlers:
         if m:
             self._error("max_model_len_config", msg, X.STARTUP, max_model_len=int(m.group(1)))
             return True
+        m = P.BLOCK_SIZE.search(msg)
+        if m:
+            size = m.group(1) or m.group(2)
+            self._error("block_size", msg, X.STARTUP, block_size=int(size) if size else None)
+            return True
         return False
 
     def _err_oom(self, msg: str) -> bool:

@@ -126,6 +126,12 @@ PROFILE_ERR = re.compile(r"Error in memory profiling\.\s*Initial free memory\s+"
                          + r"\s*GiB, current free memory\s+" + NUM + r"\s*GiB")
 SWAP = re.compile(r"Too large swap space\.\s*" + NUM + r" GiB out of the " + NUM + r" GiB")
 MAX_LEN_CONFIG = re.compile(r"User-specified max_model_len \((\d+)\) is greater than the derived")
+# vLLM rejecting --block-size: argparse choices (<= 0.17), the v1 CUDA attention backends
+# (not a multiple of 16), pydantic (<= 0 from 0.23).
+BLOCK_SIZE = re.compile(r"argument --block-size: invalid choice: '?(-?\d+)|Block size must be a "
+                        r"multiple of 16|No common block size for (\d+)|No valid attention "
+                        r"backend found.*block_size not supported|CacheConfig\s+block_size\s+"
+                        r"Input should be greater than 0")
 SHM = re.compile(r"Insufficient space in /dev/shm|/dev/shm\S*:? (?:No space left|too small)"
                  r"|\bBus error\b")
 DISTRIBUTED = re.compile(r"NCCL error|nccl\w*Error|Dist(?:Backend|Network|Store)Error|collective"
