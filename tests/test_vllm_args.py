@@ -465,3 +465,17 @@ def test_rope_theta_must_be_a_positive_number(value):
     with pytest.raises(UsageError, match="is not a positive number"):
         parse_vllm_args(["m", "--rope-theta", value])
     assert parse_vllm_args(["m", "--rope-theta", "1e6"]).config_overrides == {"rope_theta": 1e6}
+
+
+def test_config_yaml_value_errors_name_the_file_and_the_yaml_fix(tmp_path):
+    cfg = tmp_path / "bool.yaml"
+    cfg.write_text("max-model-len: true\n")
+    with pytest.raises(UsageError) as info:
+        parse_vllm_args(["m", "--config", str(cfg)])
+    assert info.value.where == f"--config {cfg}"
+    assert info.value.what == "--max-model-len: expected a value after it"
+    assert "YAML file" in info.value.fix and "Write" not in info.value.fix
+    cfg.write_text("tensor-parallel-size: 2.5\n")
+    with pytest.raises(UsageError) as info:
+        parse_vllm_args(["m", "--config", str(cfg)])
+    assert info.value.where == f"--config {cfg}" and "whole number" in info.value.fix

@@ -175,7 +175,18 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
     if config_file is not None:
         # as vLLM does: the YAML's flags go first, so the command line's win
         scan = _Scan(strict)
-        scan.scan(_mapping_to_tokens(load_config_yaml(config_file)), where=config_file)
+        data = load_config_yaml(config_file)
+        try:
+            scan.scan(_mapping_to_tokens(data), where=config_file)
+        except UsageError as exc:
+            if exc.where in (None, config_file):
+                raise
+            # NOTE: the scanner speaks of command-line tokens; the user wrote YAML keys.
+            fix = exc.fix if exc.fix and not exc.fix.startswith("Write ") else (
+                "Fix that key in the YAML file (`key: value`; true/false only for switches "
+                "such as enforce-eager)")
+            raise UsageError(f"{exc.where}: {exc.what}", where=f"--config {config_file}",
+                             fix=fix) from None
         if scan.config_file is not None:
             raise UsageError("a --config file cannot name another config", where=config_file)
         if scan.positionals:
