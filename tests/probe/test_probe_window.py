@@ -90,3 +90,13 @@ def test_bad_duration_and_interval():
         parse_duration("soon", where="--window")
     with pytest.raises(UsageError):
         sample_window(lambda: [], window_s=1, interval_s=0)
+
+
+def test_durations_are_one_parser_for_every_command():
+    from vramguard.monitor.sampler import parse_duration as monitor_duration
+    assert parse_duration("2d", where="--window") == monitor_duration("2d") == 172800
+    assert parse_duration("0", where="--window") == 0.0          # check: no window
+    with pytest.raises(UsageError, match="longer than ten years"):
+        parse_duration("99999999999d", where="--window")
+    with pytest.raises(UsageError, match="longer than ten years"):
+        monitor_duration("99999999999d", flag="--retention")

@@ -106,6 +106,11 @@ def test_truncated_gguf(tmp_path):
     path = tmp_path / "t.gguf"
     write_gguf(path)
     data = path.read_bytes()
+    for cut in (4, 10):
+        p = tmp_path / f"head{cut}.gguf"
+        p.write_bytes(data[:cut])
+        with pytest.raises(SourceError, match=f"truncated GGUF file \\({cut} bytes"):
+            gguf_src.spec_from_gguf(p)
     for cut in (30, 200, len(data) - 10):
         p = tmp_path / f"cut{cut}.gguf"
         p.write_bytes(data[:cut])

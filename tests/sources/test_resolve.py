@@ -103,6 +103,8 @@ def test_config_json_path_and_errors(tmp_path):
         load_model_spec(str(bad.parent))
     with pytest.raises(SourceError, match="no such file"):
         load_model_spec(str(tmp_path / "missing" / "config.json"))
+    with pytest.raises(SourceError, match="not a regular file or folder"):
+        load_model_spec("/dev/null")
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(SourceError, match="no config.json"):

@@ -17,7 +17,6 @@ later sample ("watching endpoints only"), and NVML is tried again every GPU_RETR
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from ..core.gpu import GpuState
+from ..durations import parse_duration as _parse_duration
 from ..errors import UsageError
 from .metrics import EndpointScrape, scrape
 
@@ -210,18 +210,6 @@ def next_tick(start: float, k: int, interval_s: float, now: float) -> tuple[int,
     return nxt, nxt - (k + 1)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0,
-           "w": 604800.0}
-
-
 def parse_duration(text: str, *, flag: str = "--interval") -> float:
-    """'500ms', '1s', '2m', '7d', '1.5' (seconds) -> seconds. Raises UsageError."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise UsageError(f"cannot read duration {text!r}", where=flag,
-                         fix="Use a number with ms, s, m, h, d or w, e.g. 1s or 7d.")
-    value = float(match.group(1)) * _UNIT_S[match.group(2)]
-    if value <= 0:
-        raise UsageError(f"duration must be positive, got {text!r}", where=flag)
-    return value
+    """`durations.parse_duration` (kept here for the monitor's callers)."""
+    return _parse_duration(text, flag=flag)

@@ -9,13 +9,13 @@ came and went are `ProcessEvent`s (also summarised in each GPU's `notes`).
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from ..core.gpu import GpuProcess, GpuState
+from ..durations import parse_duration as _parse_duration
 from ..errors import UsageError
 
 GIB = 1 << 30
@@ -58,16 +58,8 @@ class Window:
 
 
 def parse_duration(text: str | float | int, *, where: str) -> float:
-    """Seconds from `60`, `60s`, `1.5s`, `500ms`, `5m`, `1h`. Raises UsageError."""
-    if isinstance(text, (int, float)):
-        value, unit = float(text), "s"
-    else:
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", str(text))
-        if not m:
-            raise UsageError(f"cannot read duration {text!r}", where=where,
-                             fix="Write it like 60s, 500ms, 5m or 1h")
-        value, unit = float(m.group(1)), m.group(2) or "s"
-    return value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+    """Seconds from `60`, `60s`, `500ms`, `5m`, `1h`, `7d` (0 allowed: no window)."""
+    return _parse_duration(text, flag=where, allow_zero=True)
 
 
 def _key(g: GpuState, position: int) -> str:

@@ -108,9 +108,13 @@ def read_header(path: str | os.PathLike) -> GgufHeader:
 
 
 def _parse(r: _Reader) -> GgufHeader:
-    if r.size < 24 or r.read(4) != b"GGUF":
+    magic = r.read(4) if r.size >= 4 else b""
+    if magic != b"GGUF":
         raise SourceError("not a GGUF file (no GGUF magic)", where=r.where,
                           fix="Pass a .gguf file, a model folder or config.json")
+    if r.size < 24:
+        raise SourceError(f"truncated GGUF file ({r.size} bytes, no header)", where=r.where,
+                          fix="Download the file again")
     version = r.unpack("<I")
     if version not in (2, 3):
         raise SourceError(f"unsupported GGUF version {version}", where=r.where,

@@ -82,6 +82,10 @@ def load_model_spec(ref: str, *, offline: bool = False,
     if kind == "file":
         return from_file(path, overrides=ov)
     if _looks_like_path(ref):
+        if _exists(path):       # NOTE: a device, a FIFO, a socket: exists, not a model
+            raise SourceError("not a regular file or folder", where=ref[:200],
+                              fix="Pass a model folder, config.json, a .gguf file or a "
+                                  "Hugging Face id")
         raise SourceError("no such file or folder", where=ref[:200],
                           fix="Check the path, or pass a Hugging Face id (org/name)")
     snap = hfcache.find_snapshot(ref)
@@ -149,6 +153,13 @@ def _gguf_note(spec: ModelSpec, overrides: dict | None) -> ModelSpec:
     return dataclasses.replace(spec, notes=spec.notes + (
         "config overrides (" + ", ".join(sorted(overrides)) + ") not applied: the model is "
         "read from GGUF metadata",))
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _kind(path: Path) -> str | None:
