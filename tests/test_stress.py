@@ -186,6 +186,8 @@ def test_parse_levels_and_url():
     for bad in ("ftp://h/x", "http://[::1", "http://h:99999", "http://h:port", ""):
         with pytest.raises(UsageError):
             base_url(bad)
+    with pytest.raises(UsageError, match="empty URL"):
+        base_url("  ")
 
 
 def test_quantile():

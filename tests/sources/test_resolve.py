@@ -105,6 +105,11 @@ def test_config_json_path_and_errors(tmp_path):
         load_model_spec(str(tmp_path / "missing" / "config.json"))
     with pytest.raises(SourceError, match="not a regular file or folder"):
         load_model_spec("/dev/null")
+    null = tmp_path / "null" / "config.json"
+    null.parent.mkdir()
+    null.write_text("null")
+    with pytest.raises(SourceError, match="is a JSON null, not an object"):
+        load_model_spec(str(null))
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(SourceError, match="no config.json"):

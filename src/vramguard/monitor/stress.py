@@ -231,6 +231,9 @@ def parse_levels(text: str) -> tuple[int, ...]:
 
 def base_url(url: str) -> str:
     """The server root of `url` (http/https only; a trailing /v1 or /metrics is dropped)."""
+    if not url.strip():
+        raise UsageError("empty URL", where="--url",
+                         fix="Give the vLLM server's URL, e.g. http://127.0.0.1:8000.")
     if "://" not in url:
         url = "http://" + url
     try:

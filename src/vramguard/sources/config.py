@@ -365,7 +365,8 @@ def _check_rope(t: Fields, rope: dict) -> None:
         value = rope.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or value != value or not 0 < value < 1e15):
-            raise t.error(f"rope_scaling.{key} is {value!r:.40}, not a positive number")
+            raise t.error(f"rope_scaling.{key} is {value!r:.40}, not a positive number below "
+                          "10^15")
     kind = rope.get("rope_type", rope.get("type"))
     if kind is not None and not isinstance(kind, str):
         raise t.error(f"rope_scaling.rope_type is {kind!r:.40}, not a string")

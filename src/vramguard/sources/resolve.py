@@ -49,7 +49,7 @@ def read_json(path: Path, what: str = "config.json") -> dict:
         raise SourceError(f"{what} is not valid JSON ({str(exc)[:100]})", where=where,
                           fix="Fix or re-download the file") from None
     if not isinstance(data, dict):
-        raise SourceError(f"{what} is a JSON {type(data).__name__}, not an object", where=where,
+        raise SourceError(f"{what} is a JSON {_json_type(data)}, not an object", where=where,
                           fix=f"Pass the model's real {what}")
     return data
 
@@ -153,6 +153,16 @@ def _gguf_note(spec: ModelSpec, overrides: dict | None) -> ModelSpec:
     return dataclasses.replace(spec, notes=spec.notes + (
         "config overrides (" + ", ".join(sorted(overrides)) + ") not applied: the model is "
         "read from GGUF metadata",))
+
+
+def _json_type(value) -> str:
+    """JSON's name for a decoded value's type (null, array, string, number, boolean)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {list: "array", str: "string", int: "number", float: "number"}.get(
+        type(value), type(value).__name__)
 
 
 def _exists(path: Path) -> bool:

@@ -36,6 +36,10 @@ def parse_workload_spec(text: str) -> Workload:
         raise UsageError(str(exc), where="--workload") from None
 
 
+# NOTE: the longest contexts are a few million tokens; more is a unit or data error.
+MAX_REQUEST_TOKENS = 100_000_000
+
+
 def _tokens(raw: str, where: str) -> int:
     mult = 1
     if raw[-1:] in ("k", "K"):
@@ -44,8 +48,8 @@ def _tokens(raw: str, where: str) -> int:
         value = int(float(raw) * mult)
     except (ValueError, OverflowError):       # NOTE: OverflowError: inf, -inf, 1e400
         raise UsageError(f"{raw!r} is not a token count", where=where) from None
-    if value <= 0 or value > 100_000_000:
-        raise UsageError(f"token count {value} is outside 1..100,000,000", where=where)
+    if value <= 0 or value > MAX_REQUEST_TOKENS:
+        raise UsageError(f"token count {value} is outside 1..{MAX_REQUEST_TOKENS:,}", where=where)
     return value
 
 
@@ -107,6 +111,10 @@ def _first_int(obj: dict, keys: tuple[str, ...], where: str) -> int | None:
         if key in obj:
             value = obj[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise UsageError(f"{key} must be a non-negative integer, got {value!r}", where=where)
+                raise UsageError(f"{key} must be a non-negative integer, got {value!r:.40}",
+                                 where=where)
+            if value > MAX_REQUEST_TOKENS:
+                raise UsageError(f"{key} {value:.3g} is beyond any model's context "
+                                 f"({MAX_REQUEST_TOKENS:,} tokens at most)", where=where)
             return value
     return None
