@@ -238,3 +238,12 @@ def test_store_refuses_a_foreign_sqlite_file_and_reading_writes_nothing(tmp_path
     assert main(["calibrate", log, "--gpu", "H100-80GB", "--model-family", "qwen3",
                  "--db", str(empty)]) == 0                       # an empty file becomes one
     assert main(["history", "--db", str(empty)]) == 0
+
+
+def test_calibrate_without_a_gpu_says_it_once(tmp_path, capsys):
+    log = str(_small_log(tmp_path))
+    assert main(["calibrate", log, "--model-family", "qwen3",
+                 "--db", str(tmp_path / "c.sqlite3")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot tell the GPU: the log does not show the GPU's total memory. Pass --gpu NAME" \
+        in err and err.count("--gpu") == 1

@@ -202,3 +202,16 @@ def test_index_pointing_outside_the_folder_is_refused(tmp_path):
         json.dumps({"weight_map": {"a": "../../etc/passwd"}}))
     with pytest.raises(SourceError, match="outside"):
         st.read_checkpoint(tmp_path / "m")
+
+
+def test_gguf_arrays_nested_too_deep_say_so(tmp_path):
+    import struct
+    key = b"x.deep"
+    body = struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 9, 1) \
+        + struct.pack("<IQ", 4, 1) + struct.pack("<I", 7)
+    data = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key \
+        + struct.pack("<I", 9) + body
+    path = tmp_path / "deep.gguf"
+    path.write_bytes(data + b"\0" * 64)
+    with pytest.raises(SourceError, match="nests arrays more than 2 deep"):
+        gguf_src.spec_from_gguf(path)

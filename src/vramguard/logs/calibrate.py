@@ -62,6 +62,7 @@ def key_for_log(ex: Extracted, *, gpu: str | None = None, model: str | None = No
     """(CalibrationKey, GpuSpec | None). Raises UsageError when a part cannot be told."""
     gspec, why = gpu_for_log(ex, gpu)
     if gspec is None:
+        why = (why or "").removesuffix(": pass --gpu")
         raise UsageError(f"cannot tell the GPU: {why}", fix="Pass --gpu NAME")
     spec = why = None
     if not model_family_name:

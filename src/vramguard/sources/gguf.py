@@ -88,6 +88,9 @@ class _Reader:
                 return _Len(n)
             items = [self.value(itype, depth + 1) for _ in range(n)]
             return _Len(n) if n > _KEEP_ARRAY else items
+        if vtype == 9:
+            raise SourceError("GGUF metadata nests arrays more than 2 deep", where=self.where,
+                              fix=_FIX)
         raise SourceError(f"GGUF metadata has unknown value type {vtype}", where=self.where, fix=_FIX)
 
 
