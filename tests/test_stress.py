@@ -313,3 +313,34 @@ def test_a_level_without_metrics_readings_has_no_peaks():
     assert level.kv_usage_peak is None and level.running_peak is None
     assert level.to_dict()["scrapes_failed"] == level.scrapes_failed
     assert "conc 4: no /metrics reading saw the requests" in render_stress(result)
+
+
+def test_gauges_that_never_show_the_requests_give_no_peaks():
+    """/metrics answers but its gauges stay idle while requests run (vLLM's API server lagging
+    on busy cores): the level's peaks are unknown and the text says why, not 0 %."""
+    state = _State()
+    base = _handler(state)
+
+    class Handler(base):
+        def do_GET(self):
+            if self.path == "/metrics":
+                with state.lock:
+                    shown = _State()
+                    shown.preemptions, shown.tokens = state.preemptions, state.tokens
+                    return self._send(200, _metrics(shown), "text/plain")
+            return super().do_GET()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = run_stress(StressConfig(url=url, levels=(4,), prompt_tokens=40, max_tokens=8,
+                                         requests_per_level=12, duration_per_level_s=30))
+    finally:
+        server.shutdown()
+        server.server_close()
+    level = result.levels[0]
+    assert level.scrapes_stale > 0 and level.scrapes_failed == 0
+    assert level.kv_usage_peak is None and level.waiting_peak is None
+    assert level.preemptions == state.preemptions > 0
+    assert "vLLM's gauges lagging" in render_stress(result)

@@ -102,24 +102,29 @@ def test_pressure_metrics_and_alerts(vllm_kv_pressure):
     assert {"kv_usage_high", "preemptions_rising"} <= fired
 
 
-def _stress_json(url: str) -> dict:
+def _stress(url: str, levels: str, *extra: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "vramguard", "stress", "--url", url,
-         "--concurrency", "1,2,4,8", "--prompt-tokens", "100", "--max-tokens", "150",
-         "--requests-per-level", "16", "--duration-per-level", "90", "--json"],
+        [sys.executable, "-m", "vramguard", "stress", "--url", url, "--concurrency", levels,
+         "--prompt-tokens", "100", "--max-tokens", "150", "--requests-per-level", "16", *extra],
         capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return proc
+
+
+def _stress_json(url: str) -> dict:
+    return json.loads(_stress(url, "1,2,4,8", "--duration-per-level", "90", "--json").stdout)
 
 
 def test_stress_finds_the_knee(vllm_kv_pressure):
     data = _stress_json(vllm_kv_pressure.url)
     levels = {l["concurrency"]: l for l in data["levels"]}
-    if not (levels[4]["preemptions"] and levels[8]["preemptions"]):
+    if not (levels[4]["preemptions"] and levels[8]["preemptions"]
+            and levels[8]["kv_usage_peak"] == 1.0):
         # NOTE: on 2 busy cores the engine once served a whole 8-client level one request
         # at a time (each newcomer admitted only after the running one held both blocks: no
-        # preemption; 1 of ~10 CI runs; 3-15 preemptions otherwise). vramguard counted what
-        # vLLM's counter said; a second ramp tells that convoy from a counting bug.
+        # preemption; 1 of ~10 CI runs; 3-15 preemptions otherwise), and vLLM's gauges can
+        # lag a whole level (no reading shows the full pool: peak unknown). vramguard
+        # reported what vLLM's metrics said; a second ramp tells that from a counting bug.
         data = _stress_json(vllm_kv_pressure.url)
         levels = {l["concurrency"]: l for l in data["levels"]}
     assert all(l["requests_failed"] == 0 for l in levels.values())
@@ -138,13 +143,14 @@ def test_stress_finds_the_knee(vllm_kv_pressure):
 
 
 def test_stress_text_output(vllm_kv_pressure):
-    proc = subprocess.run(
-        [sys.executable, "-m", "vramguard", "stress", "--url", vllm_kv_pressure.url,
-         "--concurrency", "1,8", "--prompt-tokens", "100", "--max-tokens", "150",
-         "--requests-per-level", "16"],
-        capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "knee: concurrency 1 runs without preemption; 8 preempts" in proc.stdout
+    want = "knee: concurrency 1 runs without preemption; 8 preempts"
+    proc = _stress(vllm_kv_pressure.url, "1,8")
+    first = proc.stdout
+    if want not in first:
+        # NOTE: the convoy of test_stress_finds_the_knee (vLLM serving the 8 clients one at
+        # a time on 2 busy cores; seen in a fresh-clone CI run): a second ramp.
+        proc = _stress(vllm_kv_pressure.url, "1,8")
+    assert want in proc.stdout, first + proc.stdout
     assert "KV pool: 3 blocks x 128 tokens" in proc.stdout
 
 

@@ -88,6 +88,7 @@ class LevelResult:
     scrapes_ok: int = 0                   # /metrics readings while the level ran
     scrapes_failed: int = 0
     scrape_error: str | None = None       # the first failed reading's error
+    scrapes_stale: int = 0                # readings showing no request while some ran
 
     @property
     def preempted(self) -> bool:
@@ -112,6 +113,7 @@ class LevelResult:
             "waiting_peak": self.waiting_peak, "preemptions": self.preemptions,
             "errors": list(self.errors), "scrapes_ok": self.scrapes_ok,
             "scrapes_failed": self.scrapes_failed, "scrape_error": self.scrape_error,
+            "scrapes_stale": self.scrapes_stale,
         }
 
 
@@ -348,6 +350,11 @@ class _Level:
             self.sent += 1
             return self.sent - 1
 
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered."""
+        with self.lock:
+            return self.sent - len(self.latencies) - self.failed
+
     def done(self, latency: float, tokens: int | None, error: str | None) -> None:
         with self.lock:
             if error is None:
@@ -380,12 +387,13 @@ class _Peaks:
 
     def __init__(self):
         self.kv = self.running = self.waiting = None
-        self.ok = self.failed = self.busy = 0
+        self.ok = self.failed = self.busy = self.stale = 0
         self.error: str | None = None
 
-    def add(self, scraped, *, after: bool = False) -> None:
+    def add(self, scraped, *, after: bool = False, in_flight: int = 0) -> None:
         """One reading; `after` the level's requests returned, it counts only while the
-        engine still shows work (vLLM's gauges lag the responses)."""
+        engine still shows work (vLLM's gauges lag the responses). `in_flight`: requests
+        the clients were waiting on when the reading began (an idle reading then is stale)."""
         if not scraped.ok:
             if not after:
                 self.failed += 1
@@ -397,14 +405,15 @@ class _Peaks:
             return
         self.ok += not after
         self.busy += busy
+        self.stale += bool(in_flight) and not busy
         self.kv = _max(self.kv, d.get("kv_cache_usage"))
         self.running = _max(self.running, d.get("num_requests_running"))
         self.waiting = _max(self.waiting, d.get("num_requests_waiting"))
 
     def known(self) -> bool:
-        """False when readings failed and none that succeeded saw the engine busy: an idle
-        reading (before the first request, after the last) is no peak of the level."""
-        return bool(self.busy) or not self.failed
+        """False when no reading saw the engine busy though readings failed or showed it idle
+        with requests in flight: an idle reading is no peak of the level."""
+        return bool(self.busy) or not (self.failed or self.stale)
 
 
 def _max(a, b):
@@ -413,11 +422,13 @@ def _max(a, b):
     return b if a is None else max(a, b)
 
 
-def _sample_loop(root: str, peaks: _Peaks, stop: threading.Event, hard_deadline: float) -> None:
+def _sample_loop(root: str, peaks: _Peaks, stop: threading.Event, hard_deadline: float,
+                 state: "_Level") -> None:
     from .metrics import scrape
 
     while not stop.is_set() and time.monotonic() < hard_deadline:
-        peaks.add(scrape(root + "/metrics", timeout_s=SAMPLE_TIMEOUT_S))
+        in_flight = state.in_flight()
+        peaks.add(scrape(root + "/metrics", timeout_s=SAMPLE_TIMEOUT_S), in_flight=in_flight)
         stop.wait(SAMPLE_INTERVAL_S)
 
 
@@ -469,7 +480,7 @@ def run_level(root: str, model: str, config: StressConfig, concurrency: int,
     state = _Level(total, start + config.duration_per_level_s)
     peaks, stop = _Peaks(), threading.Event()
     hard_deadline = state.deadline + config.request_timeout_s + 5
-    sampler = threading.Thread(target=_sample_loop, args=(root, peaks, stop, hard_deadline),
+    sampler = threading.Thread(target=_sample_loop, args=(root, peaks, stop, hard_deadline, state),
                                name="stress-sampler", daemon=True)
     workers = [threading.Thread(target=_worker, name=f"stress-{concurrency}-{i}", daemon=True,
                                 args=(state, root, model, config,
@@ -512,7 +523,8 @@ def _summarize(concurrency: int, state: _Level, peaks: _Peaks, duration: float,
         running_peak=peaks.running if known else None,
         waiting_peak=peaks.waiting if known else None,
         preemptions=preemptions, errors=errors, stopped_by="time" if timed_out else "count",
-        scrapes_ok=peaks.ok, scrapes_failed=peaks.failed, scrape_error=peaks.error)
+        scrapes_ok=peaks.ok, scrapes_failed=peaks.failed, scrape_error=peaks.error,
+        scrapes_stale=peaks.stale)
 
 
 def _quantile(sorted_values: list[float], q: float) -> float | None:

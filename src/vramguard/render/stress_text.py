@@ -41,10 +41,14 @@ def render_stress(result: StressResult) -> str:
     for level in result.levels:
         for error in level.errors:
             lines.append(f"  conc {level.concurrency}: {error}")
-        if level.scrapes_failed and level.kv_usage_peak is None:
+        if (level.scrapes_failed or level.scrapes_stale) and level.kv_usage_peak is None:
+            why = [f"{level.scrapes_failed} failed: {level.scrape_error}"] \
+                if level.scrapes_failed else []
+            if level.scrapes_stale:
+                why.append(f"{level.scrapes_stale} showed none running while some were in "
+                           "flight (vLLM's gauges lagging)")
             lines.append(f"  conc {level.concurrency}: no /metrics reading saw the requests "
-                         f"({level.scrapes_failed} failed: {level.scrape_error}); KV peak, "
-                         "running and waiting unknown")
+                         f"({'; '.join(why)}); KV peak, running and waiting unknown")
     lines.append("")
     knee, first = result.knee, result.first_preempting
     if knee is None:
