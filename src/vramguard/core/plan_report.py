@@ -370,7 +370,7 @@ class PlanReport:
             if not self.spec.quant:
                 out.append(Fix("quantize the weights: --quantization fp8",
                                {"--quantization": "fp8"}))
-        elif f == F.NO_KV_MEMORY and self.pool_fits_bytes is not None:
+        elif f == F.NO_KV_MEMORY and self.forced_pool_free_bytes is not None:
             out.extend(self._forced_pool_fixes())
         elif f in (F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN):
             need = st.layout.needed_bytes(self.L) + (st.layout.page_size_bytes
@@ -405,7 +405,7 @@ class PlanReport:
 
     def _forced_pool_fixes(self) -> list[Fix]:
         """A pool forced larger than the GPU holds: a smaller one (room left for the CUDA
-        graphs as estimated), or vLLM's own sizing."""
+        graphs at the top of their band and the sampler warm-up), or vLLM's own sizing."""
         s, out = self.s, []
         warmup = self.sampler_warmup()[1] if self.rules.engine == "v1" else 0
         room = min(self.F - st.weights.value_bytes - st.non_torch.value_bytes

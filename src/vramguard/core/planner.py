@@ -408,7 +408,7 @@ class _Walk(PlanReport):
         self.risks: list[str] = []
         self.fail: _Fail | None = None
         self.est_len: int | None = None
-        self.pool_fits_bytes: int | None = None   # a forced pool too large: what would fit
+        self.forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
         self.fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
 
     def _draft_assumptions(self) -> list[str]:
@@ -596,7 +596,7 @@ class _Walk(PlanReport):
                 continue
             layers = max((g.padded_layers for g in st.layout.groups), default=1)
             tensor = max(1, pool // max(1, layers))
-            self.pool_fits_bytes = max(0, free)
+            self.forced_pool_free_bytes = max(0, free)
             # NOTE: the tensors that fit are allocated; the next one fails.
             self._failed(F.NO_KV_MEMORY, msg.torch_oom_text(tensor, self.T,
                                                             max(free, 0) % tensor))
