@@ -285,6 +285,19 @@ def test_lagging_metrics_are_waited_for_before_a_level_is_closed():
     assert result.knee == 2
 
 
+def _stress_with(handler, **config):
+    """`run_stress` against a fake server with this handler class."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        return run_stress(StressConfig(url=url, prompt_tokens=40, max_tokens=8,
+                                       duration_per_level_s=30, **config))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_level_without_metrics_readings_has_no_peaks():
     """/metrics fails while requests run (a busy API server): the level's peaks are unknown
     (null, and said in the text), not the zeros of the idle server read before and after."""
@@ -297,15 +310,7 @@ def test_a_level_without_metrics_readings_has_no_peaks():
                 return self._send(503, "busy", "text/plain")
             return super().do_GET()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        result = run_stress(StressConfig(url=url, levels=(4,), prompt_tokens=40, max_tokens=8,
-                                         requests_per_level=12, duration_per_level_s=30))
-    finally:
-        server.shutdown()
-        server.server_close()
+    result = _stress_with(Handler, levels=(4,), requests_per_level=12)
     level = result.levels[0]
     assert level.preemptions == state.preemptions > 0
     assert level.scrapes_failed > 0     # NOTE: readings of the idle server may succeed
@@ -330,15 +335,7 @@ def test_gauges_that_never_show_the_requests_give_no_peaks():
                     return self._send(200, _metrics(shown), "text/plain")
             return super().do_GET()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
-        result = run_stress(StressConfig(url=url, levels=(4,), prompt_tokens=40, max_tokens=8,
-                                         requests_per_level=12, duration_per_level_s=30))
-    finally:
-        server.shutdown()
-        server.server_close()
+    result = _stress_with(Handler, levels=(4,), requests_per_level=12)
     level = result.levels[0]
     assert level.scrapes_stale > 0 and level.scrapes_failed == 0
     assert level.kv_usage_peak is None and level.waiting_peak is None

@@ -406,29 +406,19 @@ class PlanReport:
     def _forced_pool_fixes(self) -> list[Fix]:
         """A pool forced larger than the GPU holds: a smaller one (room left for the CUDA
         graphs at the top of their band and the sampler warm-up), or vLLM's own sizing."""
-        s, out = self.s, []
         warmup = self.sampler_warmup()[1] if self.rules.engine == "v1" else 0
         room = min(self.F - st.weights.value_bytes - st.non_torch.value_bytes
                    - st.graph.high_bytes for st in self.stages) - warmup
-        if s.kv_cache_memory_bytes is not None:
-            fit = room // (64 << 20) * (64 << 20)
-            if fit > 0:
-                out.append(Fix(f"lower --kv-cache-memory-bytes to {fit} ({fit / GIB:.2f} GiB: "
-                               "free memory after weights, non-torch memory, CUDA graphs "
-                               "and the sampler warm-up)",
-                               {"--kv-cache-memory-bytes": str(fit)}))
-            out.append(Fix("drop --kv-cache-memory-bytes: vLLM sizes the pool from "
-                           "--gpu-memory-utilization", {}))
+        if self.s.kv_cache_memory_bytes is not None:
+            flag, value = "--kv-cache-memory-bytes", room // (64 << 20) * (64 << 20)
+            shown = f"{value} ({value / GIB:.2f} GiB)"
         else:
             page = max(st.layout.page_size_bytes for st in self.stages)
-            blocks = room // page if page else 0
-            if blocks > 0:
-                out.append(Fix(f"lower --num-gpu-blocks-override to {blocks} (what fits after "
-                               "weights, non-torch memory, CUDA graphs and the sampler "
-                               "warm-up)",
-                               {"--num-gpu-blocks-override": str(blocks)}))
-            out.append(Fix("drop --num-gpu-blocks-override: vLLM sizes the pool from "
-                           "--gpu-memory-utilization", {}))
+            flag, value = "--num-gpu-blocks-override", room // page if page else 0
+            shown = str(value)
+        out = [Fix(f"lower {flag} to {shown}: what fits after weights, non-torch memory, CUDA "
+                   "graphs and the sampler warm-up", {flag: str(value)})] if value > 0 else []
+        out.append(Fix(f"drop {flag}: vLLM sizes the pool from --gpu-memory-utilization", {}))
         return out
 
     def _build(self, cap: KvCapacity | None) -> Plan:
