@@ -427,6 +427,23 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+# Issue #3's targets: (summary key, bound, "<=" or ">=", label).
+TARGETS = (("median_abs_dkv_gib", 0.3, "<=", "median |dKV| <= 0.3 GiB"),
+           ("p90_abs_dkv_gib", 1.5, "<=", "p90 |dKV| <= 1.5 GiB"),
+           ("outcome_accuracy", 0.90, ">=", "outcome >= 90%"),
+           ("median_improvement_x", 5.0, ">=", "median >= 5x better than naive"))
+
+
+def targets_line(summary: dict) -> str:
+    """Each target with `met` / `NOT met` and the measured value."""
+    parts = []
+    for key, bound, op, label in TARGETS:
+        value = summary.get(key)
+        ok = value is not None and (value <= bound if op == "<=" else value >= bound)
+        parts.append(f"{label} {'met' if ok else 'NOT met'} ({value})")
+    return "targets: " + "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=str(DATA / "cases.jsonl"))
@@ -469,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'outcome accuracy':24}{s['outcome_accuracy']!s:>12}"
           f"{s['naive_outcome_accuracy']!s:>12}")
     print(f"median improvement over naive: {s['median_improvement_x']}x")
+    print(targets_line(s))
     if s["layout_cases"]:
         print(f"KV layout at the logged pool ({s['layout_cases']} started cases with blocks or "
               f"tokens logged, PP=1): median |error| {s['layout_median_abs_rel_error']:.2%}, "

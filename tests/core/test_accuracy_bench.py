@@ -162,3 +162,11 @@ def test_config_overrides_and_env_in_the_flags(bench):
     assert row("")["failure"] == "usage_error"
     assert row(yarn)["failure"] != "usage_error"
     assert row("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")["failure"] != "usage_error"
+
+
+def test_targets_line_says_met_and_not_met(bench):
+    line = bench.targets_line({"median_abs_dkv_gib": 0.25, "p90_abs_dkv_gib": 2.0,
+                               "outcome_accuracy": 0.9, "median_improvement_x": None})
+    assert line == ("targets: median |dKV| <= 0.3 GiB met (0.25); p90 |dKV| <= 1.5 GiB NOT met "
+                    "(2.0); outcome >= 90% met (0.9); median >= 5x better than naive NOT met "
+                    "(None)")
