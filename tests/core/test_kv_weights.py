@@ -617,3 +617,33 @@ def test_forced_pool_that_fits_starts():
                  kv_cache_memory_bytes=62 * GIB)
     p = plan(llama31_8b(), s, _GPU80, vllm_version="0.33.0", hooks=_PINNED)
     assert p.outcome.ok and p.kv.num_blocks == 31744
+
+
+def test_explicit_mamba_cache_mode():
+    """--mamba-cache-mode (0.15+) replaces the default mode while prefix caching is on; off,
+    vLLM resets it to 'none'; 'all' on a model without Mamba prefix caching falls back to
+    'align'; 'all' is no choice from 0.32 (models/config.py MambaModelConfig, cache.py)."""
+    from dataclasses import replace
+    from vramguard.core.stage_terms import mamba_cache_mode
+    from vramguard.errors import UsageError
+    gdn = qwen3_next_kv_only()
+    nemo = replace(gdn, architecture="NemotronHForCausalLM")
+    R = resolve_rules
+
+    def mode(spec, version, **kw):
+        return mamba_cache_mode(spec, Settings(**kw), R(version))
+    assert mode(nemo, "0.30.0", enable_prefix_caching=True, mamba_cache_mode="all") == "all"
+    assert mode(nemo, "0.30.0", enable_prefix_caching=True) == "align"          # the default
+    assert mode(nemo, "0.24.0", enable_prefix_caching=True, mamba_cache_mode="align") == "align"
+    assert mode(gdn, "0.30.0", enable_prefix_caching=True, mamba_cache_mode="all") == "align"
+    assert mode(nemo, "0.30.0", enable_prefix_caching=False, mamba_cache_mode="all") == "none"
+    h100 = GpuSpec(name="H100-80GB", total_bytes=int(79.19 * GIB), compute_capability=(9, 0))
+    s = Settings(max_model_len=4096, enable_prefix_caching=True, mamba_cache_mode="all")
+    with pytest.raises(UsageError, match="invalid choice: 'all' \\(choose from 'align', 'none'\\)"):
+        plan(nemo, s, h100, vllm_version="0.32.0")
+    with pytest.raises(UsageError, match="unrecognized arguments: --mamba-cache-mode all"):
+        plan(nemo, s, h100, vllm_version="0.14.0")
+    blocks = {(v, m): plan(nemo, replace(s, mamba_cache_mode=m), h100,
+                           vllm_version=v).kv.blocks_per_request
+              for v, m in (("0.30.0", "all"), ("0.30.0", None), ("0.27.0", None))}
+    assert blocks["0.30.0", "all"] == blocks["0.27.0", None] > blocks["0.30.0", None]

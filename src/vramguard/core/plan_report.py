@@ -289,6 +289,12 @@ class PlanReport:
         mode = mamba_cache_mode(self.spec, s, rules)
         why = ("vLLM's default for hybrid models from 0.28" if s.enable_prefix_caching is None
                else "--enable-prefix-caching")
+        asked = s.mamba_cache_mode
+        if asked not in (None, "none", mode) and rules.mamba_cache_modes:
+            return [f"--mamba-cache-mode {asked} becomes '{mode}': "
+                    + ("prefix caching is off (vLLM resets it, with a warning)."
+                       if mode == "none" else f"{self.spec.architecture} has no Mamba prefix "
+                       "caching at every block (vLLM falls back, with a warning).")]
         if mode == "align":
             return [f"Prefix caching on ({why}): mamba_cache_mode 'align' keeps 2 blocks per "
                     "Mamba group per request (+1 per speculative token); "

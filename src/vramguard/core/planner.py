@@ -144,6 +144,8 @@ def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          f"(got {rules.version})", where="--kv-cache-memory-bytes")
     if s.block_size is not None:
         _check_block_size(s.block_size, rules)
+    if s.mamba_cache_mode is not None:
+        _check_mamba_cache_mode(s.mamba_cache_mode, rules)
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
@@ -247,6 +249,18 @@ def _check_block_size(block: int, rules: VllmRules) -> None:
         raise UsageError(f"--block-size {block}: vLLM {rules.version} does not check it, but "
                          "a KV block holds at least one token", where="--block-size",
                          fix="Use a positive multiple of 16")
+
+
+def _check_mamba_cache_mode(mode: str, rules: VllmRules) -> None:
+    """--mamba-cache-mode exists from 0.15; "all" is not a choice from 0.32."""
+    if not rules.mamba_mode_choices:
+        raise UsageError(f"vllm serve: error: unrecognized arguments: --mamba-cache-mode {mode}",
+                         where="--mamba-cache-mode",
+                         fix=f"vLLM {rules.version} has no such flag (0.15+)")
+    if mode not in rules.mamba_mode_choices:
+        shown = ", ".join(repr(c) for c in rules.mamba_mode_choices)
+        raise UsageError(f"vllm serve: error: argument --mamba-cache-mode: invalid choice: "
+                         f"{mode!r} (choose from {shown})", where="--mamba-cache-mode")
 
 
 def _check_backend_block_size(spec: ModelSpec, s: Settings, rules: VllmRules,

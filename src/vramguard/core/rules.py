@@ -107,6 +107,8 @@ class VllmRules:
     # mamba2, jamba, zamba2, nemotron_h, granitemoehybrid, falcon_h1) get mode "all"; 0.33
     # defaults every model to "align" (MambaModelConfig)
     mamba_all_mode: bool = False
+    # --mamba-cache-mode (0.15+): the values argparse accepts ("all" dropped in 0.32)
+    mamba_mode_choices: tuple[str, ...] = ()
     null_block_in_check: bool = False        # 0.29+: avail = K - P
     override_before_check: bool = False      # 0.21+: num_gpu_blocks_override applied first
     tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.21+)
@@ -325,7 +327,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
-    ("0.15.0", "v1", {"mamba_cache_modes": True, "mamba_all_mode": True},
+    ("0.15.0", "v1", {"mamba_cache_modes": True, "mamba_all_mode": True,
+                      "mamba_mode_choices": ("align", "all", "none")},
      "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
      "(config/cache.py, models/config.py MambaModelConfig)"),
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
@@ -391,6 +394,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
     ("0.30.0", "v1", {"csa_auto_kv_ok": True},
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
+    ("0.32.0", "v1", {"mamba_mode_choices": ("align", "none")},
+     "MambaCacheMode = Literal['align', 'none'] (config/cache.py)"),
     ("0.32.0", "v1", {"msg_autofit_kv": True},
      "auto-fit lines name the KV cache memory and its device (kv_cache_utils.py)"),
     ("0.32.0", "v1", {"mla_block_hopper": 64},

@@ -35,6 +35,7 @@ class Settings:
     disable_custom_all_reduce: bool = False
     enable_prefix_caching: bool | None = None
     async_scheduling: bool | None = None      # None: the version's default (on from 0.14)
+    mamba_cache_mode: str | None = None       # "none" | "align" | "all" (0.15+); None: derived
     enable_lora: bool = False
     max_loras: int | None = None
     max_lora_rank: int | None = None

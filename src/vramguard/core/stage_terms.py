@@ -235,7 +235,8 @@ MAMBA_ALL_MODE_ARCHS = frozenset({
 def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
     """vLLM's `mamba_cache_mode` ("none" | "align" | "all") with prefix caching on a model with
     Mamba / linear-attention layers (models/config.py `MambaModelConfig`, 0.15+): prefix
-    caching is the user's flag, on by default for hybrid models from 0.28."""
+    caching is the user's flag, on by default for hybrid models from 0.28; an explicit
+    --mamba-cache-mode replaces the default mode while prefix caching is on."""
     # NOTE: `_memo.has_mamba` (once per model): this runs for every family of a search
     if not rules.mamba_cache_modes or not _memo.has_mamba(spec):
         return "none"
@@ -245,8 +246,13 @@ def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
         # ModelConfig.is_prefix_caching_supported).
         on = rules.hybrid_prefix_caching_default and spec.is_hybrid
     if not on:
-        return "none"
-    return "all" if rules.mamba_all_mode and spec.architecture in MAMBA_ALL_MODE_ARCHS else "align"
+        return "none"      # NOTE: an explicit mode without prefix caching is reset (a warning)
+    supports_all = spec.architecture in MAMBA_ALL_MODE_ARCHS
+    explicit = s.mamba_cache_mode
+    if explicit in (None, "none"):
+        return "all" if rules.mamba_all_mode and supports_all else "align"
+    # NOTE: an explicit "all" on a model without Mamba prefix caching falls back to "align".
+    return "align" if explicit == "all" and not supports_all else explicit
 
 
 def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:

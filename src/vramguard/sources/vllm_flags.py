@@ -74,6 +74,7 @@ FLAGS: dict[str, Flag] = {
     "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
     "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
+    "--mamba-cache-mode": Flag("mamba_cache_mode", CHOICE, choices=("none", "align", "all")),
     "--speculative-config": Flag("num_speculative_tokens", JSON),
     "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),  # vLLM <= 0.9
     "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),   # recent shorthand
@@ -175,7 +176,7 @@ IGNORED_MULTI = frozenset("""
 UNMODELED_VALUE = frozenset("""
 --performance-mode --optimization-level --compilation-config --cudagraph-capture-sizes
 --cuda-graph-sizes --max-cudagraph-capture-size --max-seq-len-to-capture
---max-context-len-to-capture --mamba-cache-dtype --mamba-ssm-cache-dtype --mamba-cache-mode
+--max-context-len-to-capture --mamba-cache-dtype --mamba-ssm-cache-dtype
 --mamba-block-size --mamba-config --limit-mm-per-prompt --kv-offloading-size
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
 --offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
