@@ -1,5 +1,7 @@
 """Each startup outcome, with vLLM's own message for the version, by hand."""
 
+import pytest
+
 from core_specs import dense, llama31_8b, qwen3_next_kv_only
 from vramguard.core import failures as F
 from vramguard.core.gpu import GpuSpec
@@ -255,3 +257,26 @@ def test_assumptions_say_why_graphs_sampler_and_non_torch_are_what_they_are():
     one = " ".join(plan(llama31_8b(), Settings(max_model_len=8192), H100,
                         vllm_version="0.24.0").assumptions)
     assert "all-reduce" not in one and "rejection" not in one and "captured twice" not in one
+
+
+def test_max_cudagraph_capture_size_sets_the_largest_captured_size():
+    """--max-cudagraph-capture-size (V1 0.12+) replaces vLLM's largest size (min(2 x seqs,
+    512)), capped by max_num_batched_tokens: 1, 2, 4, 8..64 = 11 sizes here, and a smaller
+    graph term; before 0.12 vLLM has no such flag."""
+    from vramguard.core import activation as act
+    from vramguard.errors import UsageError
+    assert act.capture_sizes(256, largest=64) == 11
+    h100 = GpuSpec(name="H100-80GB", total_bytes=int(79.19 * GIB), compute_capability=(9, 0))
+    spec = llama31_8b()
+    base = plan(spec, Settings(max_model_len=4096), h100, vllm_version="0.33.0")
+    small = plan(spec, Settings(max_model_len=4096, max_cudagraph_capture_size=64), h100,
+                 vllm_version="0.33.0")
+    g = base.tightest.cuda_graph.value_bytes
+    assert small.tightest.cuda_graph.value_bytes == int(g * (0.4 + 0.6 * 11 / 67))
+    assert small.kv.num_blocks > base.kv.num_blocks
+    capped = plan(spec, Settings(max_model_len=4096, max_cudagraph_capture_size=4096,
+                                 max_num_batched_tokens=64), h100, vllm_version="0.33.0")
+    assert capped.tightest.cuda_graph.value_bytes == small.tightest.cuda_graph.value_bytes
+    with pytest.raises(UsageError, match="unrecognized arguments: --max-cudagraph-capture-size"):
+        plan(spec, Settings(max_model_len=4096, max_cudagraph_capture_size=64), h100,
+             vllm_version="0.11.0")

@@ -174,9 +174,15 @@ def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True,
 
 
 def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
-                  cap: int = 512) -> int:
-    """How many batch sizes vLLM captures by default (1, 2, 4, then multiples of 8)."""
-    largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), cap)
+                  cap: int = 512, largest: int | None = None) -> int:
+    """How many batch sizes vLLM captures by default (1, 2, 4, then multiples of 8), or up
+    to `largest` (--max-cudagraph-capture-size, already capped by the batched tokens).
+
+    NOTE: the graph model's convention (its coefficients describe it): vLLM's own lists
+    differ by release (steps of 16 above 256 from 0.12, all 67 sizes in 0.7-0.9, V0 cut at
+    max_num_seqs; docs/accuracy.md, seventh session)."""
+    if largest is None:
+        largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), cap)
     n = sum(1 for s in (1, 2, 4) if s <= largest)
     return n + max(0, largest // 8)
 

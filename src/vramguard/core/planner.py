@@ -146,6 +146,11 @@ def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
         _check_block_size(s.block_size, rules)
     if s.mamba_cache_mode is not None:
         _check_mamba_cache_mode(s.mamba_cache_mode, rules)
+    if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
+        raise UsageError("vllm serve: error: unrecognized arguments: "
+                         f"--max-cudagraph-capture-size {s.max_cudagraph_capture_size}",
+                         where="--max-cudagraph-capture-size",
+                         fix=f"vLLM {rules.version} ({rules.engine}) has no such flag (V1 0.12+)")
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "

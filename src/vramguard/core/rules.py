@@ -122,6 +122,7 @@ class VllmRules:
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks
     gpt_oss_capture_override: bool = False   # 0.11+: gpt-oss captures up to 992/1024 tokens
+    capture_max_flag: bool = False           # --max-cudagraph-capture-size (V1 0.12+)
     # v1 builds the profile run's dummy multimodal item at max_model_len (0.10.0 at the item's
     # own maximum, 0.11+ at max_model_len; 0.7-0.9 and 0.10.1-0.10.2 at the batched tokens):
     # Qwen2/2.5-VL's worst-case video then grows with the length (gpu_model_runner
@@ -306,6 +307,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
+    ("0.12.0", "v1", {"capture_max_flag": True},
+     "--max-cudagraph-capture-size: the largest captured size, capped by "
+     "max_num_batched_tokens (config/vllm.py _set_cudagraph_sizes)"),
     ("0.12.0", "v1", {"block_size_choices": (1, 8, 16, 32, 64, 128, 256), "block_size_16": None},
      "BlockSize gains 256; the selector falls back to FlexAttention (config/cache.py)"),
     ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},

@@ -36,6 +36,7 @@ class Settings:
     enable_prefix_caching: bool | None = None
     async_scheduling: bool | None = None      # None: the version's default (on from 0.14)
     mamba_cache_mode: str | None = None       # "none" | "align" | "all" (0.15+); None: derived
+    max_cudagraph_capture_size: int | None = None   # the largest captured batch (0.12+)
     enable_lora: bool = False
     max_loras: int | None = None
     max_lora_rank: int | None = None

@@ -72,7 +72,8 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
             a_val += mamba_slot * v0_mamba_slots(rules, seqs, eager)
             note += ", v0 Mamba state"
         a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED, note)
-        g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, s, rules, eager, fixed_sizes)
+        g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, tokens, s, rules, eager,
+                                     fixed_sizes)
         g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
                                 "CUDA graph pool" if g_val else "eager: no CUDA graphs")
         out.append((r, rng, w_est, a_est, n_est, g_est, kvm.with_inflight(shape, inflight),
@@ -158,12 +159,16 @@ def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
             st.graph_pool = None
 
 
-def _graph_terms(layers: int, seqs: int, s: Settings, rules: VllmRules, eager: bool,
-                 fixed_sizes: int | None) -> tuple[int, int | None]:
+def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRules,
+                 eager: bool, fixed_sizes: int | None) -> tuple[int, int | None]:
     """(the graph term vLLM logs / subtracts, the captured pool where it differs from it)."""
     if eager:
         return 0, None
     lora = 2 if s.enable_lora and rules.lora_graph_specialize else 1
+    if s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
+        # NOTE: the user's largest size replaces vLLM's (and a model's own list).
+        fixed_sizes = act.capture_sizes(seqs, largest=min(s.max_cudagraph_capture_size,
+                                                          tokens))
     pool = act.cuda_graph_bytes(layers, seqs, s.num_speculative_tokens,
                                 fixed_sizes=fixed_sizes, lora_cases=lora)
     if lora == 1 or rules.graph_budget == "headroom":

@@ -75,6 +75,7 @@ FLAGS: dict[str, Flag] = {
     "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
     "--mamba-cache-mode": Flag("mamba_cache_mode", CHOICE, choices=("none", "align", "all")),
+    "--max-cudagraph-capture-size": Flag("max_cudagraph_capture_size", POS_INT, 1, 1 << 20),
     "--speculative-config": Flag("num_speculative_tokens", JSON),
     "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),  # vLLM <= 0.9
     "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),   # recent shorthand
@@ -175,7 +176,7 @@ IGNORED_MULTI = frozenset("""
 # and the plan says so in its assumptions (value-taking; switches are in UNMODELED_BOOL).
 UNMODELED_VALUE = frozenset("""
 --performance-mode --optimization-level --compilation-config --cudagraph-capture-sizes
---cuda-graph-sizes --max-cudagraph-capture-size --max-seq-len-to-capture
+--cuda-graph-sizes --max-seq-len-to-capture
 --max-context-len-to-capture --mamba-cache-dtype --mamba-ssm-cache-dtype
 --mamba-block-size --mamba-config --limit-mm-per-prompt --kv-offloading-size
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
