@@ -198,6 +198,7 @@ def test_oom_in_the_kv_allocation_frames_is_no_kv_memory():
     forced = dx("non-default args: {'kv_cache_memory_bytes': 64424509440}\n" + v1)
     assert "--kv-cache-memory-bytes" in forced.cause
     assert "--kv-cache-memory-bytes" in flags(forced)
+    assert "--gpu-memory-utilization" not in flags(forced)     # a byte pool ignores it
 
 
 def test_oom_in_the_capture_frames_stays_a_graph_oom():

@@ -45,7 +45,8 @@ def _kv_allocation_oom(c: _Ctx, err: LogError):
               "(another process on a shared GPU), or the KV budget was too close to the limit")
     fixes = [Fix(f"a smaller forced pool, or vLLM's own sizing (drop --{f.replace('_', '-')})",
                  {"--" + f.replace("_", "-"): "<lower>"}) for f in forced]
-    if c.util and c.total:
+    if c.util and c.total and "kv_cache_memory_bytes" not in forced:
+        # NOTE: a pool forced in bytes ignores the utilization: no budget fix then.
         lack = max(0.0, (o.tried_gib or 0) - (o.free_gib or 0)) if o else 0.0
         fixes.append(Fix("a smaller budget", {"--gpu-memory-utilization":
                                               f"{_floor2(c.util - (lack + 0.5) / c.total):.2f}"}))
