@@ -195,6 +195,9 @@ def test_oom_in_the_kv_allocation_frames_is_no_kv_memory():
     v1 = _V1_CAPTURE.replace("compile_or_warm_up_model", "initialize_from_config").replace(
         "capture_model", "initialize_kv_cache_tensors")
     assert dx(v1).failure == "no_kv_memory"
+    v2 = _V1_CAPTURE.replace("compile_or_warm_up_model", "init_kv_cache").replace(
+        "capture_model", "allocate_kv_cache")        # Model Runner V2 (0.33 worker/utils.py)
+    assert dx(v2).failure == "no_kv_memory"
     forced = dx("non-default args: {'kv_cache_memory_bytes': 64424509440}\n" + v1)
     assert "--kv-cache-memory-bytes" in forced.cause
     assert "--kv-cache-memory-bytes" in flags(forced)

@@ -433,7 +433,8 @@ _FRAME_PHASES = {
     "determine_num_available_blocks": X.PROFILING,
     "_allocate_kv_cache": X.KV_ALLOCATION, "_allocate_kv_cache_tensors": X.KV_ALLOCATION,
     "initialize_kv_cache_tensors": X.KV_ALLOCATION, "initialize_kv_cache": X.KV_ALLOCATION,
-    "_init_cache_engine": X.KV_ALLOCATION,
+    "_init_cache_engine": X.KV_ALLOCATION, "allocate_kv_cache": X.KV_ALLOCATION,
+    "init_kv_cache": X.KV_ALLOCATION,       # Model Runner V2 (v1/worker/gpu/attn_utils.py)
     "capture_model": X.CUDA_GRAPH_CAPTURE, "_dummy_sampler_run": X.SAMPLER_WARMUP,
 }
 
