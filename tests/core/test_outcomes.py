@@ -113,7 +113,13 @@ def test_graphs_in_headroom_risk_and_failure_before_020():
              hooks=PlanHooks(cuda_graph_bytes=3 * GIB, context_bytes=int(0.5 * GIB),
                              activation_bytes=2 * GIB))
     assert p.outcome.failure == F.CUDA_GRAPH_OOM
-    assert p.fixes[-1].flags == {"--enforce-eager": ""}
+    assert [f.flags for f in p.fixes[-2:]] == [{"--enforce-eager": ""},
+                                               {"--max-cudagraph-capture-size": "128"}]
+    old = plan(llama31_8b(), s, H100, vllm_version="0.11.0", engine="v1",
+               hooks=PlanHooks(cuda_graph_bytes=3 * GIB, context_bytes=int(0.5 * GIB),
+                               activation_bytes=2 * GIB))
+    assert old.outcome.failure == F.CUDA_GRAPH_OOM          # no such flag before 0.12
+    assert old.fixes[-1].flags == {"--enforce-eager": ""}
     p = plan(llama31_8b(), Settings(gpu_memory_utilization=0.97, max_model_len=8192,
                                     max_num_seqs=64), H100,
              vllm_version="0.17.0", hooks=PlanHooks(cuda_graph_bytes=int(3.5 * GIB),

@@ -402,6 +402,10 @@ class PlanReport:
             out.append(Fix("lower --gpu-memory-utilization by 0.05 to leave room for CUDA graphs",
                            {"--gpu-memory-utilization": f"{self.u - 0.05:.2f}"}))
             out.append(Fix("disable CUDA graphs: --enforce-eager", {"--enforce-eager": ""}))
+            if rules.capture_max_flag and (s.max_cudagraph_capture_size or 512) > 128:
+                out.append(Fix("capture fewer, smaller CUDA graphs (slower decode above 128 "
+                               "sequences): --max-cudagraph-capture-size 128",
+                               {"--max-cudagraph-capture-size": "128"}))
         elif f == F.SAMPLER_WARMUP_OOM:
             seqs = max(1, self.eff.values["max_num_seqs"] // 2)
             out.append(Fix(f"lower --max-num-seqs to {seqs}", {"--max-num-seqs": str(seqs)}))
