@@ -206,6 +206,10 @@ def test_oom_in_the_kv_allocation_frames_is_no_kv_memory():
 
 def test_oom_in_the_capture_frames_stays_a_graph_oom():
     assert dx(_V1_CAPTURE).failure == "cuda_graph_oom"
+    logged = dx("INFO vLLM API server version 0.30.0\n" + _V1_CAPTURE)
+    assert flags(logged)["--max-cudagraph-capture-size"] == "128"      # 0.12+ only
+    assert "--max-cudagraph-capture-size" not in flags(dx(
+        "INFO vLLM API server version 0.11.0\n" + _V1_CAPTURE))
     # the frames of an earlier traceback do not place the OOM of a later one
     first = _V0_ALLOC.split("ERROR 01-28 22:58:15 engine.py:387] torch.")[0]
     later = ("Traceback (most recent call last):\n"
