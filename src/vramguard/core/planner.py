@@ -163,7 +163,7 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
           "enable_lora", "num_speculative_tokens", "disable_sliding_window",
           "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",
-          "skip_mm_profiling")
+          "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size")
 
 
 def _is_user(s: Settings, name: str, default) -> bool:
