@@ -280,6 +280,9 @@ def test_max_cudagraph_capture_size_sets_the_largest_captured_size():
     g = base.tightest.cuda_graph.value_bytes
     assert small.tightest.cuda_graph.value_bytes == int(g * (0.4 + 0.6 * 11 / 67))
     assert small.kv.num_blocks > base.kv.num_blocks
+    assert small.settings["max_cudagraph_capture_size"] == 64
+    assert small.settings_sources["max_cudagraph_capture_size"] == "user"
+    assert base.settings["max_cudagraph_capture_size"] is None
     capped = plan(spec, Settings(max_model_len=4096, max_cudagraph_capture_size=4096,
                                  max_num_batched_tokens=64), h100, vllm_version="0.33.0")
     assert capped.tightest.cuda_graph.value_bytes == small.tightest.cuda_graph.value_bytes

@@ -98,3 +98,14 @@ def test_json_schema_doc_covers_every_key():
     missing = sorted(k for k in keys if f"`{k}`" not in doc)
     assert not missing, f"undocumented keys: {missing}"
     assert f"`schema_version` | int | {d['schema_version']}" in doc
+
+
+def test_modelled_flags_show_in_the_settings_line_only_when_set():
+    from dataclasses import replace
+    plan = ok_plan()
+    shown = replace(plan, settings={**plan.settings, "max_cudagraph_capture_size": 64,
+                                    "mamba_cache_mode": None},
+                    settings_sources={**plan.settings_sources,
+                                      "max_cudagraph_capture_size": "user"})
+    text = render_plan(shown)
+    assert "max_cudagraph_capture_size 64" in text and "mamba_cache_mode" not in text
