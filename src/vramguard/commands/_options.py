@@ -17,6 +17,26 @@ from __future__ import annotations
 MAX_GIB = float(1 << 20)
 
 
+def number(flag: str, text: str, *, kind=float, low: float = 0.0, allow_low: bool = False,
+           high: float = float("inf"), unit: str = "", example: str = ""):
+    """`text` as a finite `kind` above `low` (or at it with `allow_low`) and at most `high`;
+    else a UsageError naming `flag` and the range (`unit`, `example` for its fix)."""
+    from ..errors import UsageError
+    try:
+        x = kind(text)
+    except (TypeError, ValueError):
+        x = None
+    ok = (x is not None and x == x and x != float("inf") and x <= high
+          and (x >= low if allow_low else x > low))
+    if not ok:
+        what = ("a whole number" if kind is int else "a number") + (f" of {unit}" if unit else "")
+        top = f" and <= {high:,.0f}" if high != float("inf") else ""
+        eg = f", e.g. {example}" if example else ""
+        raise UsageError(f"invalid value {text!r}", where=flag,
+                         fix=f"Expected {what} {'>=' if allow_low else '>'} {low:g}{top}{eg}.")
+    return x
+
+
 class SplitArgs:
     """What `split_options` found in an argv.
 

@@ -81,16 +81,8 @@ def parse_options(argv: list[str]) -> _Options:
 
 
 def _positive_gib(flag: str, text: str) -> float:
-    from ..errors import UsageError
-    from ._options import MAX_GIB
-    try:
-        x = float(text)
-    except ValueError:
-        x = float("nan")
-    if not (0 < x <= MAX_GIB):
-        raise UsageError(f"invalid value {text!r}", where=flag,
-                         fix=f"Expected a number of GiB > 0 and <= {MAX_GIB:,.0f}, e.g. 79.19.")
-    return x
+    from ._options import MAX_GIB, number
+    return number(flag, text, high=MAX_GIB, unit="GiB", example="79.19")
 
 
 def _command(opts: _Options):

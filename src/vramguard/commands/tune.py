@@ -77,28 +77,11 @@ def parse_options(argv: list[str]) -> Options:
     return split.set_attributes(Options())
 
 
-def _number(flag: str, text: str, *, kind=float, low: float = 0.0, allow_low: bool = False,
-            high: float = float("inf")):
-    from ..errors import UsageError
-    try:
-        x = kind(text)
-    except (TypeError, ValueError):
-        x = None
-    ok = (x is not None and x == x and x != float("inf") and x <= high
-          and (x >= low if allow_low else x > low))
-    if not ok:
-        what = "a whole number" if kind is int else "a number"
-        top = f" and <= {high:,.0f}" if high != float("inf") else ""
-        raise UsageError(f"invalid value {text!r}", where=flag,
-                         fix=f"Expected {what} {'>=' if allow_low else '>'} {low:g}{top}.")
-    return x
-
-
 def _gib(flag: str, text: str, **kw) -> int:
     """A memory option in GiB, as bytes (bounded: `_options.MAX_GIB`)."""
     from ..core.provenance import GIB
-    from ._options import MAX_GIB
-    return int(_number(flag, text, high=MAX_GIB, **kw) * GIB)
+    from ._options import MAX_GIB, number
+    return int(number(flag, text, high=MAX_GIB, **kw) * GIB)
 
 
 def _command(opts: Options):
@@ -111,6 +94,7 @@ def gpu_names(opts: Options) -> list[str]:
     """The GPU names, one per GPU: `--gpu A --gpu B`, `--gpu H100:4`, `--gpu A,B`,
     `--gpu H100 --num-gpus 4`."""
     from ..errors import UsageError
+    from ._options import number
     names: list[str] = []
     for value in opts.gpu or [DEFAULT_GPU]:
         for part in filter(None, (p.strip() for p in value.split(","))):
@@ -126,7 +110,7 @@ def gpu_names(opts: Options) -> list[str]:
     if not names:
         raise UsageError("no GPU given", where="--gpu", fix="Write --gpu NAME.")
     if opts.num_gpus is not None:
-        n = _number("--num-gpus", opts.num_gpus, kind=int, low=1, allow_low=True, high=1024)
+        n = number("--num-gpus", opts.num_gpus, kind=int, low=1, allow_low=True, high=1024)
         if len(set(names)) == 1 and len(names) in (1, n):
             names = names[:1] * n
         elif len(names) != n:
@@ -184,6 +168,7 @@ def make_request(opts: Options):
     from ..core.provenance import GIB
     from ..core.tuner import TuneRequest
     from ..errors import UsageError
+    from ._options import number
     cmd = _command(opts)
     if not cmd.model:
         raise UsageError("no model given", where="vramguard tune",
@@ -193,11 +178,11 @@ def make_request(opts: Options):
         raise UsageError(f"invalid value {engine!r}", where="--engine", fix="Expected v0 or v1.")
     gpus = gpu_targets(opts)
     workload = _workload(opts)
-    conc = (_number("--concurrency", opts.concurrency, kind=int, low=1, allow_low=True)
+    conc = (number("--concurrency", opts.concurrency, kind=int, low=1, allow_low=True)
             if opts.concurrency is not None else None)
     target = 0.7
     if opts.target_kv_usage is not None:
-        target = _number("--target-kv-usage", opts.target_kv_usage)
+        target = number("--target-kv-usage", opts.target_kv_usage)
         if target > 1:
             raise UsageError(f"invalid value {opts.target_kv_usage!r}", where="--target-kv-usage",
                              fix="Expected a fraction 0 < F <= 1, e.g. 0.7.")
