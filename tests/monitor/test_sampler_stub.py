@@ -9,7 +9,8 @@ import pytest
 from monitor_helpers import StubMetricsServer, fake_gpus, fixture_text, free_port
 from vramguard.errors import ProbeError, UsageError
 from vramguard.monitor import sampler as sampler_mod
-from vramguard.monitor.sampler import Sampler, next_tick, parse_duration
+from vramguard.durations import parse_duration
+from vramguard.monitor.sampler import Sampler, next_tick
 
 IDLE = fixture_text("vllm-0.32-cpu/metrics.txt")
 SMALLKV = fixture_text("vllm-0.32-cpu/metrics_smallkv.txt")
@@ -116,12 +117,14 @@ def test_run_stops_on_event():
 
 
 def test_parse_duration():
-    assert parse_duration("1s") == 1.0 and parse_duration("500ms") == 0.5
-    assert parse_duration("7d") == 7 * 86400 and parse_duration("2") == 2.0
-    assert parse_duration("1.5m") == 90.0
+    assert parse_duration("1s", flag="--interval") == 1.0
+    assert parse_duration("500ms", flag="--interval") == 0.5
+    assert parse_duration("7d", flag="--retention") == 7 * 86400
+    assert parse_duration("2", flag="--interval") == 2.0
+    assert parse_duration("1.5m", flag="--window") == 90.0
     for bad in ("", "fast", "-1s", "0"):
         with pytest.raises(UsageError):
-            parse_duration(bad)
+            parse_duration(bad, flag="--interval")
     with pytest.raises(UsageError):
         Sampler([], interval_s=0)
 

@@ -8,7 +8,8 @@ import pytest
 
 from probe_fakes import GIB, state
 from vramguard.errors import UsageError
-from vramguard.probe.window import fold, parse_duration, sample_window
+from vramguard.durations import parse_duration
+from vramguard.probe.window import fold, sample_window
 
 
 class Clock:
@@ -82,21 +83,20 @@ def test_gpus_keyed_by_uuid_across_samples():
 @pytest.mark.parametrize("text, seconds", [("60s", 60), ("60", 60), ("1.5s", 1.5),
                                            ("500ms", 0.5), ("5m", 300), ("1h", 3600), (2, 2)])
 def test_parse_duration(text, seconds):
-    assert parse_duration(text, where="--window") == seconds
+    assert parse_duration(text, flag="--window", allow_zero=True) == seconds
 
 
 def test_bad_duration_and_interval():
     with pytest.raises(UsageError, match="duration"):
-        parse_duration("soon", where="--window")
+        parse_duration("soon", flag="--window", allow_zero=True)
     with pytest.raises(UsageError):
         sample_window(lambda: [], window_s=1, interval_s=0)
 
 
-def test_durations_are_one_parser_for_every_command():
-    from vramguard.monitor.sampler import parse_duration as monitor_duration
-    assert parse_duration("2d", where="--window") == monitor_duration("2d") == 172800
-    assert parse_duration("0", where="--window") == 0.0          # check: no window
+def test_durations_bounds():
+    assert parse_duration("2d", flag="--window") == 172800
+    assert parse_duration("0", flag="--window", allow_zero=True) == 0.0   # check: no window
+    with pytest.raises(UsageError, match="duration must be positive"):
+        parse_duration("0", flag="--interval")
     with pytest.raises(UsageError, match="longer than ten years"):
-        parse_duration("99999999999d", where="--window")
-    with pytest.raises(UsageError, match="longer than ten years"):
-        monitor_duration("99999999999d", flag="--retention")
+        parse_duration("99999999999d", flag="--window", allow_zero=True)

@@ -145,14 +145,14 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
     from ..errors import UsageError
     from ..probe import visible as vis
     from ..probe.gate import DEFAULT_HEADROOM_BYTES, Margins
-    from ..probe.window import parse_duration
+    from ..durations import parse_duration
     env = os.environ if env is None else env
     cmd = vllm_command(opts)
     value = cmd.env.get(vis.ENV, vis.visible_value(env))
     if value is not None:
         vis.parse_visible_devices(value)          # malformed -> UsageError before NVML
-    window_s = parse_duration(opts.get("--window", "0"), where="--window")
-    interval_s = parse_duration(opts.get("--interval", "1s"), where="--interval")
+    window_s = parse_duration(opts.get("--window", "0"), flag="--window", allow_zero=True)
+    interval_s = parse_duration(opts.get("--interval", "1s"), flag="--interval", allow_zero=True)
     if interval_s <= 0:
         raise UsageError("must be positive", where="--interval", fix="Use e.g. --interval 1s")
     engine = opts.get("--engine") or cmd.engine_hint

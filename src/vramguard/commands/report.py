@@ -67,7 +67,7 @@ def run(args) -> int:
     from ..errors import UsageError
     from ..monitor.history import History
     from ..monitor.report_data import build_report
-    from ..monitor.sampler import parse_duration
+    from ..durations import parse_duration
 
     since = parse_duration(args.since, flag="--since")
     until = parse_duration(args.until, flag="--until") if args.until else 0.0

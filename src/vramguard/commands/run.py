@@ -95,10 +95,11 @@ def _loud(reason: str) -> None:
 def _check(opts, argv: list[str]):
     """Check, wait, adjust. Returns (result or None, the argv to exec). Raises
     VramguardError from the probe (the caller decides about --force)."""
-    from ..probe.window import parse_duration
+    from ..durations import parse_duration
     from . import check
-    wait_s = parse_duration(opts.get("--wait-for-free", "0"), where="--wait-for-free")
-    poll_s = parse_duration(opts.get("--poll", "5s"), where="--poll")
+    wait_s = parse_duration(opts.get("--wait-for-free", "0"), flag="--wait-for-free",
+                            allow_zero=True)
+    poll_s = parse_duration(opts.get("--poll", "5s"), flag="--poll", allow_zero=True)
     if poll_s <= 0:
         from ..errors import UsageError
         raise UsageError("must be positive", where="--poll", fix="Use e.g. --poll 5s")

@@ -51,7 +51,8 @@ def build(args, *, once: bool = False):
     from ..errors import UsageError
     from ..monitor.history import History, default_history_path
     from ..monitor.rules import RuleConfig
-    from ..monitor.sampler import Sampler, parse_duration
+    from ..durations import parse_duration
+    from ..monitor.sampler import Sampler
     from ..monitor.watcher import PlanRequest, Watcher
 
     if not args.url and args.no_gpu:

@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from ..core.gpu import GpuState
-from ..durations import parse_duration as _parse_duration
 from ..errors import UsageError
 from .metrics import EndpointScrape, scrape
 
@@ -208,8 +207,3 @@ def next_tick(start: float, k: int, interval_s: float, now: float) -> tuple[int,
     due = math.floor((now - start) / interval_s + 1e-9)   # latest slot whose time has come
     nxt = max(k + 1, due)
     return nxt, nxt - (k + 1)
-
-
-def parse_duration(text: str, *, flag: str = "--interval") -> float:
-    """`durations.parse_duration` (kept here for the monitor's callers)."""
-    return _parse_duration(text, flag=flag)

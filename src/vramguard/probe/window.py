@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from ..core.gpu import GpuProcess, GpuState
-from ..durations import parse_duration as _parse_duration
 from ..errors import UsageError
 
 GIB = 1 << 30
@@ -55,11 +54,6 @@ class Window:
                 "events": [{"gpu_index": e.gpu_index, "gpu_uuid": e.gpu_uuid, "pid": e.pid,
                             "name": e.name, "kind": e.kind, "at_s": round(e.at_s, 3),
                             "used_bytes": e.used_bytes} for e in self.events]}
-
-
-def parse_duration(text: str | float | int, *, where: str) -> float:
-    """Seconds from `60`, `60s`, `500ms`, `5m`, `1h`, `7d` (0 allowed: no window)."""
-    return _parse_duration(text, flag=where, allow_zero=True)
 
 
 def _key(g: GpuState, position: int) -> str:
