@@ -290,5 +290,5 @@ def test_a_non_float_torch_dtype_runs_in_16_bit_with_a_note(config, declared):
     from vramguard.core.weights import runtime_dtype_bytes
     cfg = dict(config("Qwen__Qwen2.5-7B-Instruct"), torch_dtype=declared)
     s = spec_from_config(cfg, name="x")
-    assert runtime_dtype_bytes(s, Settings()) == 2
+    assert runtime_dtype_bytes(Settings()) == 2
     assert any(f"torch_dtype '{declared}', not a dtype vLLM runs" in n for n in s.notes)

@@ -133,7 +133,7 @@ def _kv(spec, rules) -> dict:
     from ..core.settings import Settings
     from ..core.weights import runtime_dtype_bytes
     settings = Settings()
-    model_b = runtime_dtype_bytes(spec, settings)
+    model_b = runtime_dtype_bytes(settings)
     auto_b, auto_name = kv_dtype_bytes(spec, settings, rules, model_b)
     if auto_name == "auto":
         auto_name = "bfloat16" if spec.torch_dtype in ("bfloat16", "bf16") else "float16"

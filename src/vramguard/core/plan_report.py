@@ -253,7 +253,7 @@ class PlanReport:
     def _v0_mamba_note(self, st) -> list[str]:
         """v0 keeps the Mamba state outside the KV cache, allocated in the profile run."""
         slot = v0_mamba_slot_bytes(self.spec, self.s, self.rules, st.layers,
-                                   runtime_dtype_bytes(self.spec, self.s))
+                                   runtime_dtype_bytes(self.s))
         if not slot:
             return []
         eager = bool(self.s.enforce_eager) or self.device == "cpu"

@@ -433,7 +433,7 @@ class _Walk(PlanReport):
     def _draft_assumptions(self) -> list[str]:
         """The MTP drafter's note (first among the walk's assumptions; detail only)."""
         s = self.s
-        draft = mtp_draft_bytes(self.spec, s, runtime_dtype_bytes(self.spec, s), self.rules.engine)
+        draft = mtp_draft_bytes(self.spec, s, runtime_dtype_bytes(s), self.rules.engine)
         if not draft:
             return []
         n = max(1, self.spec.mtp_layers)

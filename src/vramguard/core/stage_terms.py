@@ -91,7 +91,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
     splits = pp_layer_split(spec.num_layers, pp)
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
-    dtype_b = runtime_dtype_bytes(spec, s)
+    dtype_b = runtime_dtype_bytes(s)
     kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)

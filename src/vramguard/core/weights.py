@@ -44,7 +44,7 @@ def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def runtime_dtype_bytes(spec: ModelSpec, settings: Settings) -> int:
+def runtime_dtype_bytes(settings: Settings) -> int:
     """Bytes per element of the dtype vLLM runs in (`auto`: fp32/fp16 -> fp16, bf16 -> bf16).
 
     NOTE: with `auto` vLLM runs a config's float32 in 16-bit, and any dtype the platform does
@@ -231,7 +231,7 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
 
     `scale`: `checkpoint_scale(spec)`, `index`: `layer_index(spec)`, when the caller has
     them (they depend on the model alone)."""
-    dtype_b = runtime_dtype_bytes(spec, settings)
+    dtype_b = runtime_dtype_bytes(settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
     if index is None:
