@@ -120,6 +120,18 @@ class Plan:
     fixes: tuple[Fix, ...] = ()
     calibrated: bool = False
 
+    def __getattr__(self, name: str):
+        # NOTE: only reached for a missing attribute. A screened plan (`planner.screen`)
+        # builds its per-rank ledgers on first use: most screened candidates never read
+        # them. `_lazy_ledgers` (the builder) is dropped once they are built.
+        d = object.__getattribute__(self, "__dict__")
+        build = d.get("_lazy_ledgers") if name == "ledgers" else None
+        if build is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        d["ledgers"] = value = build()
+        del d["_lazy_ledgers"]
+        return value
+
     @property
     def tightest(self) -> Ledger:
         """The rank with the smallest KV remainder decides (vLLM takes the minimum)."""

@@ -443,10 +443,16 @@ class PlanReport:
         kv_name = self.kv_name      # NOTE: `kv.kv_dtype_bytes` of the stage terms
         eff.set("kv_cache_dtype", kv_name, _USER if kv_name == self.s.kv_cache_dtype
                 and self.s.kv_cache_dtype != "auto" else _DEFAULT)
-        detail = self.detail
+        if not self.detail:
+            # NOTE: a screened plan: its ledgers are built when first read (`Plan.__getattr__`;
+            # the full plan shares them).
+            return _plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
+                         engine=self.rules.engine, outcome=outcome, _lazy_ledgers=self._ledgers,
+                         kv=cap, settings=dict(eff.values), settings_sources=dict(eff.sources),
+                         log_lines=(), assumptions=(), fixes=(),
+                         calibrated=self.cal is not None)
         return _plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
                      engine=self.rules.engine, outcome=outcome, ledgers=self._ledgers(), kv=cap,
                      settings=dict(eff.values), settings_sources=dict(eff.sources),
-                     log_lines=self._log_lines(cap) if detail else (),
-                     assumptions=self._assumptions(cap) if detail else (),
-                     fixes=self._fixes(cap) if detail else (), calibrated=self.cal is not None)
+                     log_lines=self._log_lines(cap), assumptions=self._assumptions(cap),
+                     fixes=self._fixes(cap), calibrated=self.cal is not None)
