@@ -276,7 +276,8 @@ def flag_sources(values: tuple, user_set: frozenset, compute, names: frozenset |
     """Where the flags the planner takes as given came from (`compute()`), cached on
     `user_set` when it is not empty (a flag is the user's exactly when it is in it; with
     `names`, the flags compute reads, only on those of them in it), else on the values (a
-    flag is the user's when it differs from vLLM's default)."""
+    flag is the user's when it differs from vLLM's default). The value is shared: callers
+    copy it before changing it."""
     if not _enabled:
         return compute()
     if len(_sources) >= MAX_ENTRIES_PER_TABLE:

@@ -183,8 +183,8 @@ def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
     max_num_seqs; docs/accuracy.md, seventh session)."""
     if largest is None:
         largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), cap)
-    n = sum(1 for s in (1, 2, 4) if s <= largest)
-    return n + max(0, largest // 8)
+    # NOTE: (1, 2, 4) counted without a generator: once per (tokens, seqs) of a search.
+    return (largest >= 1) + (largest >= 2) + (largest >= 4) + max(0, largest // 8)
 
 
 # NOTE: gpt-oss overrides the capture list whatever max_num_seqs is (vLLM

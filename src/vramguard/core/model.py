@@ -305,8 +305,16 @@ class ModelSpec:
         sel = self.layers if layers is None else [self.layers[i] for i in layers]
         return sum(l.attention.kv_bytes_per_token(tp, dtype_bytes) for l in sel)
 
-    def attention_kinds(self) -> set[str]:
-        return {l.attention.kind for l in self.layers}
+    def attention_kinds(self) -> frozenset[str]:
+        """The KV-cache kinds of the layers.
+
+        NOTE: read several times per plan (MLA, hybrid, Mamba checks); the spec is frozen, so
+        the set is computed once and kept in the instance (not a field: equality unchanged)."""
+        kinds = self.__dict__.get("_attention_kinds")
+        if kinds is None:
+            kinds = self.__dict__["_attention_kinds"] = frozenset(
+                l.attention.kind for l in self.layers)
+        return kinds
 
     @property
     def is_hybrid(self) -> bool:

@@ -176,10 +176,10 @@ _flag_values = attrgetter(*_FLAGS)
 _FLAG_SET = frozenset(_FLAGS)
 
 
-def _flag_sources(s: Settings) -> tuple[str, ...]:
-    """Where each of `_FLAGS` came from: the user, or vLLM's default."""
-    return tuple(_USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else _DEFAULT
-                 for name in _FLAGS)
+def _flag_sources(s: Settings) -> dict[str, str]:
+    """Where each of `_FLAGS` came from: the user, or vLLM's default (shared: copy it)."""
+    return {name: _USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else _DEFAULT
+            for name in _FLAGS}
 
 
 def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
@@ -189,8 +189,9 @@ def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSp
     # only their sources are memoized (they depend on the values' equality and user_set).
     srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s), _FLAG_SET)
     # NOTE: the values and sources dicts filled directly (`_Eff.set` is a method call per
-    # setting, on every screened candidate); same keys in the same order.
-    values, sources = dict(zip(_FLAGS, vals)), dict(zip(_FLAGS, srcs))
+    # setting, on every screened candidate); same keys in the same order. The memoized
+    # sources are copied (a dict copy is cheaper than building one).
+    values, sources = dict(zip(_FLAGS, vals)), srcs.copy()
     U, D, X = _USER, _DEFAULT, _DERIVED
     util = s.gpu_memory_utilization
     if util is not None:

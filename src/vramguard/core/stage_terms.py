@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from . import _memo
+from ._frozen import maker
 from . import activation as act
 from . import kv as kvm
 from .calibration import Calibration
@@ -60,25 +61,39 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
             w_est = Estimate(w_est.value_bytes + buffers, w_est.low_bytes + buffers,
                              w_est.high_bytes + buffers, w_est.source,
                              w_est.note + " + init buffers sized by the batched tokens")
-        act_shape = act.ProfileShape(batched_tokens=tokens, num_reqs=num_reqs,
-                                     last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
-                                     moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
-                                     engine=rules.engine, sampler_copies=copies,
-                                     encoder_profiled=encoder)
+        act_shape = _profile_shape(batched_tokens=tokens, num_reqs=num_reqs,
+                                   last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
+                                   moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
+                                   engine=rules.engine, sampler_copies=copies,
+                                   encoder_profiled=encoder)
         a_val, _parts = _memo.activation_bytes(spec, act_shape)
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
             a_val += mamba_slot * v0_mamba_slots(rules, seqs, eager)
             note += ", v0 Mamba state"
-        a_est = Estimate.banded(a_val, act.ACT_REL, Source.ESTIMATED, note)
+        a_est = _banded(a_val, act.ACT_REL, note)
         g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, tokens, s, rules, eager,
                                      fixed_sizes)
-        g_est = Estimate.banded(g_val, act.GRAPH_REL, Source.ESTIMATED,
-                                "CUDA graph pool" if g_val else "eager: no CUDA graphs")
+        g_est = _banded(g_val, act.GRAPH_REL,
+                        "CUDA graph pool" if g_val else "eager: no CUDA graphs")
         out.append((r, rng, w_est, a_est, n_est, g_est, kvm.with_inflight(shape, inflight),
                     g_pool))
     return tuple(out), kv_name
+
+
+# NOTE: built for every (tokens, seqs) a search tries: without the frozen __init__ (_frozen.py).
+_profile_shape, _estimate = maker(act.ProfileShape), maker(Estimate)
+
+
+def _banded(value: int, rel: float, note: str) -> Estimate:
+    """`Estimate.banded(value, rel, Source.ESTIMATED, note)` for an int value."""
+    spread = abs(value) * rel
+    return _estimate(value_bytes=int(value), low_bytes=int(value - spread),
+                     high_bytes=int(value + spread), source=_ESTIMATED, note=note)
+
+
+_ESTIMATED = Source.ESTIMATED
 
 
 def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
