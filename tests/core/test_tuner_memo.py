@@ -84,7 +84,12 @@ def random_settings(rng: random.Random) -> Settings:
                          ("max_lora_rank", (8, 64)),
                          ("data_parallel_size", (1, 2)),
                          ("swap_space", (0.0, 4.0)),
-                         ("entrypoint", ("serve", "llm"))):
+                         ("entrypoint", ("serve", "llm")),
+                         ("optimization_level", (0, 1, 3)),
+                         ("compilation_mode", (0, 3)),
+                         ("cudagraph_mode", ("NONE", "PIECEWISE", "FULL_DECODE_ONLY")),
+                         ("cudagraph_capture_sizes", ((1, 2, 4, 8), (16, 4096))),
+                         ("max_cudagraph_capture_size", (64, 256))):
         if rng.random() < 0.25:
             ch[name] = pick(values)
     if ch.get("max_num_batched_tokens") and ch.get("max_num_seqs", 0) > ch["max_num_batched_tokens"]:

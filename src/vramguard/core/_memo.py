@@ -44,12 +44,17 @@ MAX_ENTRIES_PER_TABLE = 4096   # per model and table; cleared when full
 _SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len_auto",
                        "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes",
                        "num_gpu_blocks_override", "user_set", "model"})
-_NOT_READ_WEIGHTS = _SEARCHED | {"kv_cache_dtype", "block_size", "disable_sliding_window",
-                                 "disable_hybrid_kv_cache_manager", "num_speculative_tokens",
-                                 "enforce_eager", "skip_mm_profiling", "async_scheduling"}
+# NOTE: the CUDA-graph flags (stage_terms.cudagraph_mode, the capture sizes) feed the graph
+# and non-torch terms only.
+_GRAPH_FLAGS = frozenset({"enforce_eager", "optimization_level", "compilation_mode",
+                          "cudagraph_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
+                          "max_cudagraph_capture_size"})
+_NOT_READ_WEIGHTS = _SEARCHED | _GRAPH_FLAGS | {
+    "kv_cache_dtype", "block_size", "disable_sliding_window", "disable_hybrid_kv_cache_manager",
+    "num_speculative_tokens", "skip_mm_profiling", "async_scheduling"}
 # NOTE: the layout's shape reads the KV/mamba dtypes only through its arguments, and PP only
 # through the in-flight tokens (applied per call).
-_NOT_READ_LAYOUT = _SEARCHED | {"cpu_offload_gb", "enforce_eager", "enable_lora", "max_loras",
+_NOT_READ_LAYOUT = _SEARCHED | _GRAPH_FLAGS | {"cpu_offload_gb", "enable_lora", "max_loras",
                                 "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
                                 "pipeline_parallel_size", "language_model_only",
                                 "skip_mm_profiling", "async_scheduling"}

@@ -25,12 +25,15 @@ __all__ = ["PlanReport"]
 
 # NOTE: the walk records sources as text (Enum.value is a descriptor call, too slow for the
 # tuner's hot path).
-_USER, _DEFAULT = Source.USER.value, Source.VLLM_DEFAULT.value
+_USER, _DEFAULT, _DERIVED = (Source.USER.value, Source.VLLM_DEFAULT.value,
+                             Source.DERIVED.value)
 # NOTE: built once or more per screened candidate: without the frozen __init__ (_frozen.py).
 _ledger, _outcome, _plan = maker(Ledger), maker(Outcome), maker(Plan)
 _estimate = maker(Estimate)
 _CATALOG, _DERIVED_SRC, _MEASURED = Source.CATALOG, Source.DERIVED, Source.MEASURED
 _NOT_BUDGETED = "not budgeted in this version: must fit outside u x total"
+# NOTE: releases whose config has a cudagraph_mode (0.10.1+): the plan echoes its value.
+_HAS_CUDAGRAPH_MODE = frozenset({"level", "opt", "opt_piecewise", "opt_decode"})
 # Qwen2/2.5-VL's dummy video (qwen2_vl.py `_get_max_video_frames`): 16,384 merged tokens per
 # frame pair (3584x3584 at patch 14, merge 2x2, temporal 2), at most 14 frames from 0.11.0
 QWEN_VIDEO_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl"})
@@ -208,6 +211,7 @@ class PlanReport:
                            "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)",
               "subtracted": "subtracted from the budget"}[self.rules.graph_budget]
         out.append(f"CUDA graphs {g(st.graph.value_bytes)} ({st.graph.source.value}; {gm}).")
+        out += self._graph_flag_notes()
         if st.graph_pool is not None:
             out.append("With LoRA every graph size is captured twice (cudagraph_specialize_lora, "
                        "0.11.1+): vLLM's estimate counts about one graph; the pool, ~"
@@ -332,11 +336,36 @@ class PlanReport:
         return (f"; with speculative decoding the dummy rejection sampler holds ~{copies:g} fp32 "
                 "copies of the requests x vocabulary logits")
 
+    def _graph_mode_source(self) -> str:
+        s = self.s
+        if s.cudagraph_mode is not None and s.cudagraph_mode == self.graph_mode:
+            return _USER
+        if s.enforce_eager or any(x is not None for x in (
+                s.cudagraph_mode, s.optimization_level, s.compilation_mode)):
+            return _DERIVED
+        return _DEFAULT
+
+    def _graph_flag_notes(self) -> list[str]:
+        """What the compilation flags did to the CUDA graphs (none said: nothing)."""
+        s, out = self.s, []
+        given = [f"{name}={v}" for name, v in (
+            ("-O", s.optimization_level), ("compilation mode", s.compilation_mode),
+            ("cudagraph_mode", s.cudagraph_mode)) if v is not None]
+        if given and self.rules.engine == "v1":
+            mode = self.graph_mode
+            what = ("no CUDA graphs are captured (as with --enforce-eager; torch.compile's own "
+                    "memory is not modelled)" if mode == "NONE"
+                    else f"CUDA graphs captured in mode {mode}")
+            out.append(f"{', '.join(given)}: {what} in vLLM {self.rules.version}.")
+        if s.cudagraph_capture_sizes is not None or s.cuda_graph_sizes is not None:
+            out.append("Your capture sizes replace vLLM's list (the graph term counts the "
+                       "sizes vLLM keeps).")
+        return out
+
     def _all_reduce_note(self) -> str:
         if self.s.tensor_parallel_size <= 1:
             return ""
-        eager = bool(self.s.enforce_eager) or self.device == "cpu"
-        if custom_all_reduce_in_n(self.s, self.rules, self.gpu, eager):
+        if custom_all_reduce_in_n(self.s, self.rules, self.gpu, self.graph_mode == "NONE"):
             why = ("the CUDA-graph memory probe's buffers stay mapped by the peers"
                    if self.rules.allreduce_in_n == "graph_probe"
                    else "set up inside the profiling window")
@@ -398,6 +427,10 @@ class PlanReport:
         elif f == F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS and cap is not None:
             out.append(Fix(f"lower --max-num-seqs to {cap.num_blocks}",
                            {"--max-num-seqs": str(cap.num_blocks)}))
+            # NOTE: vLLM checks the Mamba blocks for full decode graphs only.
+            out.append(Fix("capture piecewise CUDA graphs only (no full decode graphs, slower "
+                           "decode): --compilation-config '{\"cudagraph_mode\": \"PIECEWISE\"}'",
+                           {"--compilation-config": '{"cudagraph_mode": "PIECEWISE"}'}))
         elif f == F.CUDA_GRAPH_OOM:
             out.append(Fix("lower --gpu-memory-utilization by 0.05 to leave room for CUDA graphs",
                            {"--gpu-memory-utilization": f"{self.u - 0.05:.2f}"}))
@@ -443,6 +476,8 @@ class PlanReport:
         kv_name = self.kv_name      # NOTE: `kv.kv_dtype_bytes` of the stage terms
         eff.set("kv_cache_dtype", kv_name, _USER if kv_name == self.s.kv_cache_dtype
                 and self.s.kv_cache_dtype != "auto" else _DEFAULT)
+        if self.rules.cudagraph_control in _HAS_CUDAGRAPH_MODE:
+            eff.set("cudagraph_mode", self.graph_mode, self._graph_mode_source())
         if not self.detail:
             # NOTE: a screened plan: its ledgers are built when first read (`Plan.__getattr__`;
             # the full plan shares them).

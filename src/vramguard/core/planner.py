@@ -33,7 +33,7 @@ from .settings import Settings
 from .stage_terms import base_terms as _base_terms
 from .stage_terms import fixed_terms as _fixed_terms
 from .stage_terms import override as _override
-from .stage_terms import sampler_copies
+from .stage_terms import FULL_GRAPH_MODES, sampler_copies
 from .weights import mtp_draft_bytes, runtime_dtype_bytes
 
 __all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
@@ -146,11 +146,7 @@ def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
         _check_block_size(s.block_size, rules)
     if s.mamba_cache_mode is not None:
         _check_mamba_cache_mode(s.mamba_cache_mode, rules)
-    if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
-        raise UsageError("vllm serve: error: unrecognized arguments: "
-                         f"--max-cudagraph-capture-size {s.max_cudagraph_capture_size}",
-                         where="--max-cudagraph-capture-size",
-                         fix=f"vLLM {rules.version} ({rules.engine}) has no such flag (V1 0.12+)")
+    _check_graph_flags(s, rules)
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
@@ -158,12 +154,29 @@ def _validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          where="--max-num-batched-tokens")
 
 
+def _check_graph_flags(s: Settings, rules: VllmRules) -> None:
+    """CUDA-graph flags the release does not have: argparse's error."""
+    if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
+        raise UsageError("vllm serve: error: unrecognized arguments: "
+                         f"--max-cudagraph-capture-size {s.max_cudagraph_capture_size}",
+                         where="--max-cudagraph-capture-size",
+                         fix=f"vLLM {rules.version} ({rules.engine}) has no such flag "
+                             "(V1 0.11.1+)")
+    if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
+        sizes = " ".join(str(x) for x in s.cuda_graph_sizes)
+        raise UsageError(f"vllm serve: error: unrecognized arguments: --cuda-graph-sizes {sizes}",
+                         where="--cuda-graph-sizes",
+                         fix=f"vLLM {rules.version} has no such flag (0.9-0.12); use "
+                             "--cudagraph-capture-sizes (0.11.1+)")
+
+
 _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "dtype",
           "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
           "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
           "enable_lora", "num_speculative_tokens", "disable_sliding_window",
           "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",
-          "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size")
+          "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size",
+          "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes")
 
 
 def _is_user(s: Settings, name: str, default) -> bool:
@@ -298,19 +311,18 @@ def _calibration_for(cal: Calibration | None, spec: ModelSpec, s: Settings, gpu:
 
 def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, rules: VllmRules, gpu: GpuSpec,
                  cal: Calibration | None, hooks: PlanHooks | None,
-                 device: str) -> tuple[list[_Stage], str]:
-    """The per-stage terms (and the effective KV dtype name) of one plan."""
+                 device: str) -> tuple[list[_Stage], str, str]:
+    """The per-stage terms, the effective KV dtype name and CUDA-graph mode of one plan."""
     tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
     # NOTE: the estimates depend on neither the utilization nor max_model_len: a search
     # that varies those reuses them (memoized on exactly the inputs of `_base_terms`).
-    terms, kv_name = _memo.stage_terms(spec, s, rules, gpu, device, tokens, seqs, _base_terms,
-                                       _fixed_terms)
+    terms, kv_name, graph_mode = _memo.stage_terms(spec, s, rules, gpu, device, tokens, seqs,
+                                                   _base_terms, _fixed_terms)
     stages = [_Stage(*t) for t in terms]
     if cal is not None or hooks is not None:
-        eager = bool(s.enforce_eager) or device == "cpu"
         for st in stages:
-            _override(st, cal, hooks, tokens, eager)
-    return stages, kv_name
+            _override(st, cal, hooks, tokens, graph_mode == "NONE")
+    return stages, kv_name, graph_mode
 
 
 def _sub(a: Estimate, *terms: Estimate, note: str = "") -> Estimate:
@@ -379,10 +391,11 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     _check_backend_block_size(spec, settings, rules, gpu)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
-    stages, kv_name = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks, device)
+    stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks,
+                                               device)
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
                  cal, hooks, device, derived, detail, kv_name, cuda_ordinal)
-    walk.fallback = fallback
+    walk.fallback, walk.graph_mode = fallback, graph_mode
     return walk
 
 
@@ -430,6 +443,7 @@ class _Walk(PlanReport):
         self.est_len: int | None = None
         self.forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
         self.fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
+        self.graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
 
     def _draft_assumptions(self) -> list[str]:
         """The MTP drafter's note (first among the walk's assumptions; detail only)."""
@@ -628,12 +642,12 @@ class _Walk(PlanReport):
         if ((s.kv_cache_memory_bytes is not None or s.num_gpu_blocks_override)
                 and self.device != "cpu" and not self._allocation_fits(cap)):
             return
-        eager = bool(s.enforce_eager) or self.device == "cpu"
         seqs = self.eff.values["max_num_seqs"]
-        # NOTE: any Mamba layer (hybrid or pure: `kv_cache_config.has_mamba_layers`); the
-        # layer scan is tested last.
-        if (rules.mamba_blocks_check and not eager and seqs > cap.num_blocks
-                and MAMBA in spec.attention_kinds()):
+        # NOTE: any Mamba layer (hybrid or pure: `kv_cache_config.has_mamba_layers`), only
+        # with full CUDA graphs (config/compilation.py: each decode graph's sequence needs a
+        # block; piecewise graphs do not check).
+        if (rules.mamba_blocks_check and self.graph_mode in FULL_GRAPH_MODES
+                and seqs > cap.num_blocks and MAMBA in spec.attention_kinds()):
             self._failed(F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS,
                          msg.mamba_blocks_message(seqs, cap.num_blocks))
             return

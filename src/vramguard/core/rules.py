@@ -122,7 +122,23 @@ class VllmRules:
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks
     gpt_oss_capture_override: bool = False   # 0.11+: gpt-oss captures up to 992/1024 tokens
-    capture_max_flag: bool = False           # --max-cudagraph-capture-size (V1 0.12+)
+    # --max-cudagraph-capture-size and --cudagraph-capture-sizes (V1 0.11.1+; a user's list
+    # then keeps the sizes <= max_num_batched_tokens)
+    capture_max_flag: bool = False
+    # --cuda-graph-sizes (SchedulerConfig): "max" (0.9.0-0.11.0: one value is the largest of
+    # the default sizes, several are the list), "list" (0.11.1-0.12: an alias of
+    # --cudagraph-capture-sizes), None (not a flag: before 0.9 and from 0.13)
+    cuda_graph_sizes_flag: str | None = None
+    # What turns V1's CUDA graphs off besides --enforce-eager (config/vllm.py,
+    # config/compilation.py; stage_terms.cudagraph_mode): "eager_only" (V0; V1 up to 0.9.0
+    # forces compilation level 3), "use_cudagraph" (0.9.1-0.10.0: `use_cudagraph: false`),
+    # "level" (0.10.1-0.11.x: no graphs unless the compilation level/mode is 3 or a
+    # cudagraph_mode is given), "opt" (0.12: `-O N` is the optimization level, O0 has no
+    # graphs; a compilation mode other than 3 turns every graph mode off), "opt_piecewise"
+    # (0.13-0.29: only the modes that need piecewise compilation), "opt_decode" (0.30+:
+    # PIECEWISE off, FULL_AND_PIECEWISE down to FULL_DECODE_ONLY)
+    cudagraph_control: str = "eager_only"
+    cudagraph_default: str = "PIECEWISE"     # the default mode (0.11+: FULL_AND_PIECEWISE)
     # v1 builds the profile run's dummy multimodal item at max_model_len (0.10.0 at the item's
     # own maximum, 0.11+ at max_model_len; 0.7-0.9 and 0.10.1-0.10.2 at the batched tokens):
     # Qwen2/2.5-VL's worst-case video then grows with the length (gpu_model_runner
@@ -274,7 +290,12 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
      "--block-size choices from BlockSize = Literal[...] (config.py)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
+    ("0.9.0", "both", {"cuda_graph_sizes_flag": "max"},
+     "--cuda-graph-sizes: one value N captures 1, 2, 4 and multiples of 8 up to N, several "
+     "are the list (config.py SchedulerConfig, VllmConfig._set_cudagraph_sizes)"),
     ("0.9.0", "v1", {"sched_defaults": "v1_090", "hybrid_kv_manager": True}, "§9"),
+    ("0.9.1", "v1", {"cudagraph_control": "use_cudagraph"},
+     "compilation config `use_cudagraph: false` captures no graphs (level still forced to 3)"),
     ("0.9.1", "v1", {"whole_gpu": False, "free_memory_check": True, "msg_free_memory": "no_device",
                      "msg_fit": "v1_091", "estimate_max_len": "yes", "log_available": "avail_2f",
                      "concurrency_formula": "blocks_over_per_request",
@@ -284,6 +305,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
     ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
+    ("0.10.1", "v1", {"cudagraph_control": "level"},
+     "cudagraph_mode (config/compilation.py): unset, NONE unless the compilation level is 3 "
+     "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
     ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
      "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
@@ -297,6 +321,8 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "v0 removed (§1a); heavier dummy sampler (fitted)"),
     ("0.11.0", "v1", {"mla_block_blackwell": 128, "mla_block_sparse": 64},
      "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
+    ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
+     "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
     ("0.11.0", "v1", {"allreduce_in_n": "none"},
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"gpt_oss_capture_override": True},
@@ -304,12 +330,16 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
+    ("0.11.1", "v1", {"capture_max_flag": True, "cuda_graph_sizes_flag": "list"},
+     "--max-cudagraph-capture-size and --cudagraph-capture-sizes (a user list keeps the sizes "
+     "<= max_num_batched_tokens); --cuda-graph-sizes their deprecated alias "
+     "(config/vllm.py _set_cudagraph_sizes)"),
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
+    ("0.12.0", "v1", {"cudagraph_control": "opt"},
+     "-O N is --optimization-level (O0: no graphs); any graph mode without compilation mode 3 "
+     "becomes NONE (config/vllm.py __post_init__, OPTIMIZATION_LEVEL_00-03)"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
-    ("0.12.0", "v1", {"capture_max_flag": True},
-     "--max-cudagraph-capture-size: the largest captured size, capped by "
-     "max_num_batched_tokens (config/vllm.py _set_cudagraph_sizes)"),
     ("0.12.0", "v1", {"block_size_choices": (1, 8, 16, 32, 64, 128, 256), "block_size_16": None},
      "BlockSize gains 256; the selector falls back to FlexAttention (config/cache.py)"),
     ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
@@ -318,6 +348,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.12.0", "v1", {"sched_clamp_by_len": True, "kv_group_max_ratio": 1.25},
      "default batched tokens <= seqs x max_model_len, seqs <= tokens (arg_utils.py); hybrid "
      "group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
+    ("0.13.0", "v1", {"cudagraph_control": "opt_piecewise", "cuda_graph_sizes_flag": None},
+     "only graph modes that need piecewise compilation become NONE without it; "
+     "--cuda-graph-sizes removed (config/vllm.py, engine/arg_utils.py)"),
     ("0.13.0", "v1", {"block_size_16": "no_common"},
      "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
@@ -395,6 +428,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "DeepSeek-V4: bucket grouping (_get_packed_kv_cache_groups)"),
     ("0.29.0", "v1", {"null_block_in_check": True, "model_runner_v2": "all"},
      "avail = K - P (§6); Model Runner V2 for every model (PR 53183)"),
+    ("0.30.0", "v1", {"cudagraph_control": "opt_decode"},
+     "without compilation mode 3: PIECEWISE -> NONE, FULL_AND_PIECEWISE -> FULL_DECODE_ONLY "
+     "(config/vllm.py _normalize_piecewise_cudagraph_mode)"),
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
     ("0.30.0", "v1", {"csa_auto_kv_ok": True},
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),

@@ -36,7 +36,14 @@ class Settings:
     enable_prefix_caching: bool | None = None
     async_scheduling: bool | None = None      # None: the version's default (on from 0.14)
     mamba_cache_mode: str | None = None       # "none" | "align" | "all" (0.15+); None: derived
-    max_cudagraph_capture_size: int | None = None   # the largest captured batch (0.12+)
+    max_cudagraph_capture_size: int | None = None   # the largest captured batch (0.11.1+)
+    # CUDA graphs and compilation (`-O N`, `--optimization-level`, `--compilation-config` /
+    # `-cc` keys; V1, core/stage_terms.py `cudagraph_mode` reads them by release):
+    optimization_level: int | None = None     # `-O N`: before 0.12 the compilation level
+    compilation_mode: int | None = None       # the compilation config's "level" / "mode"
+    cudagraph_mode: str | None = None         # NONE | PIECEWISE | FULL | FULL_DECODE_ONLY | ...
+    cudagraph_capture_sizes: tuple[int, ...] | None = None   # the batch sizes to capture
+    cuda_graph_sizes: tuple[int, ...] | None = None   # --cuda-graph-sizes (0.9-0.12)
     enable_lora: bool = False
     max_loras: int | None = None
     max_lora_rank: int | None = None

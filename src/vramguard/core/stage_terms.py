@@ -36,7 +36,7 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     if fixed is None:
         fixed = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
     fixed, kv_name, ctx = fixed
-    tp, ep_div, dtype_b, copies, eager, fixed_sizes, async_sched, v2 = ctx
+    tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes, async_sched, v2 = ctx
     # NOTE: --language-model-only loads no encoder; --skip-mm-profiling leaves it out of the
     # profile run (vLLM logs "Skipping memory profiling for multimodal encoder").
     num_reqs, encoder = act.mm_profile(spec, tokens, seqs,
@@ -73,13 +73,13 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
             a_val += mamba_slot * v0_mamba_slots(rules, seqs, eager)
             note += ", v0 Mamba state"
         a_est = _banded(a_val, act.ACT_REL, note)
-        g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, tokens, s, rules, eager,
-                                     fixed_sizes)
+        g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, tokens, s, rules,
+                                     graph_mode == "NONE", fixed_sizes)
         g_est = _banded(g_val, act.GRAPH_REL,
-                        "CUDA graph pool" if g_val else "eager: no CUDA graphs")
+                        "CUDA graph pool" if g_val else "no CUDA graphs captured")
         out.append((r, rng, w_est, a_est, n_est, g_est, kvm.with_inflight(shape, inflight),
                     g_pool))
-    return tuple(out), kv_name
+    return tuple(out), kv_name, graph_mode
 
 
 # NOTE: built for every (tokens, seqs) a search tries: without the frozen __init__ (_frozen.py).
@@ -101,8 +101,8 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     """The stage terms that depend on neither the batched tokens nor the sequences: per
     stage (pp rank, layers, weights, non-torch, KV layout shape); the effective KV dtype
     name; and what the activation, graph and in-flight terms need (tp, MoE divisor, dtype
-    bytes, sampler copies, eager, a model's fixed capture sizes, async scheduling, Model
-    Runner V2)."""
+    bytes, sampler copies, eager, the CUDA-graph mode, a model's fixed capture sizes, async
+    scheduling, Model Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
     splits = pp_layer_split(spec.num_layers, pp)
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
@@ -111,7 +111,8 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
     eager = bool(s.enforce_eager) or device == "cpu"
-    custom_ar = custom_all_reduce_in_n(s, rules, gpu, eager)
+    graph_mode = cudagraph_mode(s, rules, device)
+    custom_ar = custom_all_reduce_in_n(s, rules, gpu, graph_mode == "NONE")
     # NOTE: the Mamba cache mode decides the runner, the runner the sampler copies: each once.
     mamba_mode = mamba_cache_mode(spec, s, rules)
     v2 = model_runner_v2(spec, s, rules, mamba_mode)
@@ -140,13 +141,14 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         out.append((r, rng, w_est, n_est, shape,
                     v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = 1 if s.enable_expert_parallel else tp
-    return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, fixed_sizes,
+    return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
                                  async_scheduling(spec, s, rules), v2)
 
 
 def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
-              eager: bool) -> None:
-    """Measured (calibration) and pinned (hooks) terms replace the estimates; hooks win."""
+              no_graphs: bool) -> None:
+    """Measured (calibration) and pinned (hooks) terms replace the estimates; hooks win
+    (a graph term only where graphs are captured)."""
     if cal is not None:
         if cal.weights_bytes is not None:
             st.weights = Estimate.exact(cal.weights_bytes, Source.CALIBRATED, "from your logs")
@@ -159,7 +161,7 @@ def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
                                             Source.CALIBRATED, "from your logs")
         if cal.non_torch_bytes is not None:
             st.non_torch = Estimate.exact(cal.non_torch_bytes, Source.CALIBRATED, "from your logs")
-        if cal.cuda_graph_bytes is not None and not eager:
+        if cal.cuda_graph_bytes is not None and not no_graphs:
             st.graph = Estimate.exact(cal.cuda_graph_bytes, Source.CALIBRATED, "from your logs")
             st.graph_pool = None
     if hooks is not None:
@@ -169,18 +171,23 @@ def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
             st.activation = Estimate.exact(hooks.activation_bytes, Source.USER, "given")
         if hooks.non_torch_bytes is not None:
             st.non_torch = Estimate.exact(hooks.non_torch_bytes, Source.USER, "given")
-        if hooks.cuda_graph_bytes is not None and not eager:
+        if hooks.cuda_graph_bytes is not None and not no_graphs:
             st.graph = Estimate.exact(hooks.cuda_graph_bytes, Source.USER, "given")
             st.graph_pool = None
 
 
 def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRules,
-                 eager: bool, fixed_sizes: int | None) -> tuple[int, int | None]:
+                 no_graphs: bool, fixed_sizes: int | None) -> tuple[int, int | None]:
     """(the graph term vLLM logs / subtracts, the captured pool where it differs from it)."""
-    if eager:
+    if no_graphs:
         return 0, None
     lora = 2 if s.enable_lora and rules.lora_graph_specialize else 1
-    if s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
+    listed = user_capture_sizes(s, rules, tokens)
+    if listed is not None:
+        if not listed:
+            return 0, None          # NOTE: an empty list (or none <= the tokens) captures none
+        fixed_sizes = listed        # NOTE: the user's list replaces vLLM's (and a model's)
+    elif s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
         # NOTE: the user's largest size replaces vLLM's (and a model's own list).
         fixed_sizes = act.capture_sizes(seqs, largest=min(s.max_cudagraph_capture_size,
                                                           tokens))
@@ -196,6 +203,58 @@ def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRu
     if rules.graph_budget == "subtracted":
         pool = int(act.GRAPH_ACTUAL_OVER_ESTIMATE * pool)
     return est, pool
+
+
+# NOTE: the modes with full CUDA graphs (vLLM `CUDAGraphMode.has_full_cudagraphs`).
+FULL_GRAPH_MODES = frozenset({"FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"})
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+# 0.30+ without piecewise compilation (`CUDAGraphMode.without_piecewise`)
+_WITHOUT_PIECEWISE = {"PIECEWISE": "NONE", "FULL_AND_PIECEWISE": "FULL_DECODE_ONLY"}
+
+
+def cudagraph_mode(s: Settings, rules: VllmRules, device: str = "cuda") -> str:
+    """The CUDA graphs vLLM captures: "NONE", or the mode (`rules.cudagraph_default` where
+    the release has no cudagraph_mode: V0's and early V1's graphs), from --enforce-eager,
+    `-O N` / --optimization-level and the compilation config's mode and cudagraph_mode, as
+    each release reads them (`VllmRules.cudagraph_control`)."""
+    if s.enforce_eager or device == "cpu":
+        return "NONE"
+    control, mode = rules.cudagraph_control, s.cudagraph_mode
+    if control == "eager_only":
+        return rules.cudagraph_default
+    if control == "use_cudagraph":
+        return "NONE" if mode == "NONE" else rules.cudagraph_default
+    if control == "level":
+        # NOTE: `-O N` is the compilation level before 0.12; 3 (PIECEWISE) is the default.
+        level = next((x for x in (s.compilation_mode, s.optimization_level) if x is not None), 3)
+        if mode is not None:
+            return mode
+        return rules.cudagraph_default if level == 3 else "NONE"
+    opt = 2 if s.optimization_level is None else s.optimization_level
+    compiled = (s.compilation_mode if s.compilation_mode is not None else (3 if opt else 0)) == 3
+    if mode is None:
+        mode = "NONE" if opt == 0 else ("PIECEWISE" if opt == 1 else rules.cudagraph_default)
+    if compiled or mode == "NONE" or control == "opt":
+        return mode if compiled else "NONE"
+    if control == "opt_piecewise":
+        return "NONE" if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") else mode
+    return _WITHOUT_PIECEWISE.get(mode, mode)
+
+
+def user_capture_sizes(s: Settings, rules: VllmRules, tokens: int) -> int | None:
+    """How many batch sizes the user's capture list makes vLLM capture (None: no list):
+    --cudagraph-capture-sizes / the compilation config's list (deduplicated; from 0.11.1 the
+    sizes <= max_num_batched_tokens), or --cuda-graph-sizes (0.9-0.11.0: one value is the
+    largest of the default sizes 1, 2, 4, 8, 16, ...)."""
+    if s.cudagraph_capture_sizes is not None:
+        sizes = set(s.cudagraph_capture_sizes)
+        return len({x for x in sizes if x <= tokens} if rules.capture_max_flag else sizes)
+    given = s.cuda_graph_sizes
+    if given is None or not rules.cuda_graph_sizes_flag:
+        return None
+    if rules.cuda_graph_sizes_flag == "max" and len(given) == 1:
+        return act.capture_sizes(1, largest=min(given[0], tokens))
+    return len({x for x in given if x <= tokens})
 
 
 def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules,

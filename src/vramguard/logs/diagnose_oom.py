@@ -76,8 +76,8 @@ def _graph_oom(c: _Ctx, err: LogError | None):
                          {"--gpu-memory-utilization": f"{new_u:.2f}"}))
     fixes.append(Fix("fewer / smaller graphs to capture",
                      {"--max-num-seqs": str(max(8, (c.max_num_seqs or 256) // 2))}))
-    if c.version is not None and c.version >= (0, 12, 0):
-        fixes.append(Fix("or cap the captured batch (V1 0.12+), keeping max_num_seqs",
+    if c.version is not None and c.version >= (0, 11, 1):
+        fixes.append(Fix("or cap the captured batch (V1 0.11.1+), keeping max_num_seqs",
                          {"--max-cudagraph-capture-size": "128"}))
     n = _oom_numbers(o)
     if g:
