@@ -340,8 +340,9 @@ def test_unmodeled_memory_flags_are_noted():
     cmd = parse_vllm_args(["m", "--max-cudagraph-capture-size", "256", "--fully-sharded-loras",
                            "--limit-mm-per-prompt", '{"image": 2}', "-O", "3", "--port", "1"])
     assert cmd.model == "m"
-    assert set(cmd.unmodeled) == {"--fully-sharded-loras", "--limit-mm-per-prompt", "-O"}
-    assert cmd.settings.max_cudagraph_capture_size == 256      # modelled (0.12+)
+    assert set(cmd.unmodeled) == {"--fully-sharded-loras", "--limit-mm-per-prompt"}
+    assert cmd.settings.max_cudagraph_capture_size == 256      # modelled (0.11.1+)
+    assert cmd.settings.optimization_level == 3                # modelled: -O N
     assert "--port" in cmd.ignored and "--port" not in cmd.unmodeled
     assert any("not modeled" in n and "--fully-sharded-loras" in n for n in cmd.notes)
 
@@ -350,6 +351,65 @@ def test_multi_value_ignored_flags_and_spec_tokens():
     cmd = parse_vllm_args(["m", "--cudagraph-capture-sizes", "1", "2", "4", "--spec-tokens",
                            "2", "--served-model-name", "x", "y", "-tp", "2"])
     assert cmd.settings.tensor_parallel_size == 2 and cmd.settings.num_speculative_tokens == 2
+    assert cmd.settings.cudagraph_capture_sizes == (1, 2, 4)
+
+
+@pytest.mark.parametrize("argv, fields", [
+    (["-O0"], {"optimization_level": 0}),
+    (["-O", "3"], {"optimization_level": 3}),
+    (["-O=1"], {"optimization_level": 1}),
+    (["--optimization-level", "0"], {"optimization_level": 0}),
+    (["-O.level=0"], {"compilation_mode": 0}),                      # 0.9.2-0.12 dotted
+    (["-O.cudagraph_mode", "none"], {"cudagraph_mode": "NONE"}),
+    (["-O", '{"level": 3, "cudagraph_mode": "piecewise"}'],
+     {"compilation_mode": 3, "cudagraph_mode": "PIECEWISE"}),
+    (["-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}'], {"cudagraph_mode": "FULL_DECODE_ONLY"}),
+    (["-cc.mode", "0"], {"compilation_mode": 0}),
+    (["--compilation-config.cudagraph_mode=NONE"], {"cudagraph_mode": "NONE"}),
+    (["--compilation-config", "0"], {"compilation_mode": 0}),        # <= 0.9.1: a level
+    (["--compilation_config", '{"use_cudagraph": false}'], {"cudagraph_mode": "NONE"}),
+    (["-cc", '{"full_cuda_graph": true}'], {"cudagraph_mode": "FULL"}),
+    (["-cc", '{"mode": "VLLM_COMPILE", "cudagraph_capture_sizes": [1, 2, 4, 4]}'],
+     {"compilation_mode": 3, "cudagraph_capture_sizes": (1, 2, 4, 4)}),
+    (["-cc", '{"max_cudagraph_capture_size": 128}'], {"max_cudagraph_capture_size": 128}),
+    (["--cuda-graph-sizes=64"], {"cuda_graph_sizes": (64,)}),
+    (["--cuda-graph-sizes", "8", "16", "-tp", "2"], {"cuda_graph_sizes": (8, 16)}),
+])
+def test_compilation_flags(argv, fields):
+    """-O, --optimization-level, --compilation-config / -cc (JSON, dotted, an old level
+    number) and the capture-size lists set the fields the CUDA-graph model reads, each one
+    recorded as the user's (a tuned command writes it back)."""
+    s = parse_vllm_args(["m", *argv]).settings
+    assert {k: getattr(s, k) for k in fields} == fields
+    assert set(fields) <= s.user_set
+
+
+def test_compilation_config_other_keys_are_a_note_and_written_back():
+    from vramguard.sources.vllm_args import settings_to_args
+    cmd = parse_vllm_args(["m", "-cc", '{"cudagraph_mode": "PIECEWISE", "pass_config": {}}',
+                           "-O0", "--cudagraph-capture-sizes", "1", "2"])
+    assert any("pass_config" in n and "not modelled" in n for n in cmd.notes)
+    args = settings_to_args(cmd.settings)
+    again = parse_vllm_args(["m", *args]).settings
+    assert (again.cudagraph_mode, again.optimization_level, again.cudagraph_capture_sizes) == \
+        ("PIECEWISE", 0, (1, 2))
+    mapped = settings_from_mapping({"compilation_config": {"cudagraph_mode": "NONE", "level": 0}})
+    assert (mapped.cudagraph_mode, mapped.compilation_mode) == ("NONE", 0)
+    assert {"cudagraph_mode", "compilation_mode"} <= mapped.user_set
+
+
+@pytest.mark.parametrize("argv, where", [
+    (["-O", "9"], "-O"), (["-O"], "-O"), (["-O", "{bad"], "-O"),
+    (["-cc", '{"cudagraph_mode": "fast"}'], "--compilation-config.cudagraph_mode"),
+    (["-cc", '{"mode": 7}'], "--compilation-config.mode"),
+    (["--cudagraph-capture-sizes"], "--cudagraph-capture-sizes"),
+    (["--cudagraph-capture-sizes", "0"], "--cudagraph-capture-sizes"),
+    (["-cc", "[1]"], "--compilation-config"),
+])
+def test_bad_compilation_flags(argv, where):
+    with pytest.raises(UsageError) as e:
+        parse_vllm_args(["m", *argv])
+    assert e.value.where == where and "\n" not in e.value.line()
 
 
 def test_command_with_keeps_the_users_line():

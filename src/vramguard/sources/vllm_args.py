@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..core.settings import Settings
 from ..errors import UsageError
-from .vllm_flags import ALIASES, FLAGS, TRIBOOL
+from .vllm_flags import ALIASES, COMPILE, FLAGS, TRIBOOL
 # NOTE: convert_value and human_readable_int are re-exported: callers import every public
 # name from here (the conversions live in vllm_values, the token scanner in vllm_scan).
 from .vllm_scan import _canonical, _Scan
@@ -146,8 +146,12 @@ def settings_from_mapping(d: dict, *, base: Settings | None = None) -> Settings:
         flag = ALIASES.get("-" + k, "--" + k)
         if flag not in FLAGS or flag == "--config" or value is None:
             continue
-        changes.update(convert_value(flag, value))
-        user_set.add(FLAGS[flag].field)
+        converted = convert_value(flag, value)
+        changes.update(converted)
+        if FLAGS[flag].kind == COMPILE:
+            user_set.update(converted)      # NOTE: one compilation config sets several fields
+        else:
+            user_set.add(FLAGS[flag].field)
     return _with(base or Settings(), changes, user_set)
 
 

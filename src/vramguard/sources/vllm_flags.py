@@ -10,6 +10,7 @@ from __future__ import annotations
 POS_INT, HUMAN_INT, FLOAT_FRAC, FLOAT_NONNEG, CHOICE, STR, BOOL, TRIBOOL, JSON, MAXLEN = (
     "pos_int", "human_int", "frac", "float>=0", "choice", "str", "bool", "tribool", "json",
     "max_model_len")
+COMPILE, INT_LIST = "compile", "int_list"      # sources/vllm_compile.py
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "fp8", "fp8_e4m3",
@@ -76,6 +77,10 @@ FLAGS: dict[str, Flag] = {
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
     "--mamba-cache-mode": Flag("mamba_cache_mode", CHOICE, choices=("none", "align", "all")),
     "--max-cudagraph-capture-size": Flag("max_cudagraph_capture_size", POS_INT, 1, 1 << 20),
+    "--cudagraph-capture-sizes": Flag("cudagraph_capture_sizes", INT_LIST),
+    "--cuda-graph-sizes": Flag("cuda_graph_sizes", INT_LIST),           # vLLM 0.9-0.12
+    "--optimization-level": Flag("optimization_level", POS_INT, 0, 3),  # -O N from 0.12
+    "--compilation-config": Flag("compilation_mode", COMPILE),           # and -O JSON (<= 0.12)
     "--speculative-config": Flag("num_speculative_tokens", JSON),
     "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),  # vLLM <= 0.9
     "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),   # recent shorthand
@@ -83,7 +88,7 @@ FLAGS: dict[str, Flag] = {
     "--config": Flag("", STR),
 }
 ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
-           "-dp": "--data-parallel-size", "-q": "--quantization"}
+           "-dp": "--data-parallel-size", "-q": "--quantization", "-cc": "--compilation-config"}
 # vLLM flags before BooleanOptionalAction had a --disable- twin of these (<= 0.9)
 NEGATIONS = {"--disable-prefix-caching": "--enable-prefix-caching",
              "--disable-chunked-prefill": "--enable-chunked-prefill"}
@@ -168,15 +173,14 @@ IGNORED_BOOL = frozenset("""
 # nargs="+" flags among the ignored ones: they swallow every following non-flag token.
 IGNORED_MULTI = frozenset("""
 --allowed-origins --allowed-methods --allowed-headers --lora-modules --prompt-adapters
---middleware --served-model-name --cudagraph-capture-sizes --cuda-graph-sizes
+--middleware --served-model-name
 --allowed-media-domains --logits-processors --collect-detailed-traces --ignore-patterns
 --tool-server --api-key --lora-target-modules --device-ids --kv-cache-dtype-skip-layers
 """.split())
 # vLLM flags that DO change startup memory but that vramguard does not model yet: accepted,
 # and the plan says so in its assumptions (value-taking; switches are in UNMODELED_BOOL).
 UNMODELED_VALUE = frozenset("""
---performance-mode --optimization-level --compilation-config --cudagraph-capture-sizes
---cuda-graph-sizes --max-seq-len-to-capture
+--performance-mode --max-seq-len-to-capture
 --max-context-len-to-capture --mamba-cache-dtype --mamba-ssm-cache-dtype
 --mamba-block-size --mamba-config --limit-mm-per-prompt --kv-offloading-size
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group

@@ -131,7 +131,9 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 # ---------------------------------------------------------------------------------------
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in ("--num-speculative-tokens", "--spec-tokens",
-                                                "--speculative-config")}
+                                                "--speculative-config", "--compilation-config")}
+# NOTE: written back as one --compilation-config JSON (vLLM 0.11.1+ key names).
+_COMPILATION_KEYS = {"compilation_mode": "mode", "cudagraph_mode": "cudagraph_mode"}
 _FIELD_ORDER = {spec.field: n for n, spec in enumerate(FLAGS.values())}
 
 
@@ -155,6 +157,9 @@ def flag_tokens(values: dict[str, object]) -> tuple[set[str], list[str]]:
             elif spec is not None and spec.kind == TRIBOOL:
                 out.append("--no-" + flag[2:])
             continue
+        if isinstance(val, (tuple, list)):
+            out += [flag, *(str(v) for v in val)]      # NOTE: nargs="+" (capture sizes)
+            continue
         out += [flag, f"{val:g}" if isinstance(val, float) else str(val)]
     return named, out
 
@@ -167,6 +172,12 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None) -> li
             continue
         if name == "max_model_len" and settings.max_model_len_auto:
             values["--max-model-len"] = "auto"
+        elif name in _COMPILATION_KEYS:
+            conf = json.loads(str(values.get("--compilation-config") or "{}"))
+            conf[_COMPILATION_KEYS[name]] = getattr(settings, name)
+            values["--compilation-config"] = json.dumps(conf)
+        elif name == "optimization_level":
+            values["-O"] = settings.optimization_level
         elif name == "num_speculative_tokens":
             n, method = settings.num_speculative_tokens, settings.speculative_method
             conf = ({"method": method} if method else {}) | {"num_speculative_tokens": n}

@@ -13,15 +13,16 @@ import json
 import re
 
 from ..errors import UsageError
+from . import vllm_compile
 from .vllm_flags import (
-    ALIASES, BOOL, FLAGS, IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE, NEGATIONS, TRIBOOL,
-    UNMODELED_BOOL, UNMODELED_VALUE, CONFIG_OVERRIDE_FLAGS)  # noqa: I001
+    ALIASES, BOOL, COMPILE, FLAGS, IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE, INT_LIST,
+    NEGATIONS, TRIBOOL, UNMODELED_BOOL, UNMODELED_VALUE, CONFIG_OVERRIDE_FLAGS)  # noqa: I001
 from .vllm_values import convert_value
 
 _SWITCHES = IGNORED_BOOL | UNMODELED_BOOL        # accepted switches (and their --no- forms)
 # accepted flags that take a value
 _VALUED = IGNORED_VALUE | UNMODELED_VALUE | frozenset(CONFIG_OVERRIDE_FLAGS)
-_UNMODELED = UNMODELED_BOOL | UNMODELED_VALUE | {"-O"}
+_UNMODELED = UNMODELED_BOOL | UNMODELED_VALUE
 
 
 def _canonical(name: str) -> str:
@@ -97,8 +98,10 @@ class _Scan:
         """Record `flag` (a FLAGS key) set to `value`."""
         changes = convert_value(flag, value, self.notes)
         self.changes.update(changes)
-        field_name = FLAGS[flag].field
-        self.user_set.add(field_name)
+        if FLAGS[flag].kind == COMPILE:
+            self.user_set.update(changes)     # NOTE: one JSON sets several fields
+        else:
+            self.user_set.add(FLAGS[flag].field)
 
     def scan(self, tokens: list[str], where: str | None = None) -> None:
         """Apply `tokens` in order; `where` names their origin in errors (a config file)."""
@@ -115,11 +118,12 @@ class _Scan:
                 continue
             name, eq, inline = tok.partition("=")
             if tok.startswith("-O") and not tok.startswith("--"):
-                # -O3, -O 3, -O.level=3, -O '{...}': compilation config; not a memory input
-                if tok == "-O" and i < n and not _looks_like_flag(tokens[i]):
-                    i += 1
-                self._accept("-O", "-O")
+                start = i - 1
+                i = self._opt(tok, tokens, i)
+                self.spans.append((start, i, "-O"))
                 continue
+            if name.startswith("-cc."):
+                name = "--compilation-config" + name[3:]     # NOTE: dotted short alias
             flag = _canonical(name)
             dotted = None
             if "." in flag and flag.startswith("--"):
@@ -184,6 +188,20 @@ class _Scan:
             _, i = self._take_value(name, eq, inline, tokens, i)
             return i
         spec = FLAGS[flag]
+        if spec.kind == COMPILE and dotted:
+            value, i = self._take_value(name, eq, inline, tokens, i)
+            self._compile_key(flag, dotted, value)
+            return i
+        if spec.kind == INT_LIST and not eq:
+            # NOTE: nargs="+": every value up to the next flag
+            j = i
+            while j < len(tokens) and not _looks_like_flag(tokens[j]):
+                j += 1
+            if j == i:
+                raise UsageError("expected one or more batch sizes after it", where=name,
+                                 fix=f"Write {name} 1 2 4 8.")
+            self.apply(flag, " ".join(tokens[i:j]))
+            return j
         if flag == "--speculative-config" and dotted:
             value, i = self._take_value(name, eq, inline, tokens, i)
             if dotted.replace("-", "_") == "num_speculative_tokens":
@@ -207,6 +225,37 @@ class _Scan:
             return i
         self.apply(flag, value)
         return i
+
+    def _opt(self, tok: str, tokens: list[str], i: int) -> int:
+        """`-O3`, `-O 3`, `-O=3` (the optimization level from 0.12, before the compilation
+        level), `-O.level=3` / `-O.cudagraph_mode NONE` (dotted), `-O '{...}'` (a
+        compilation config, up to 0.12)."""
+        rest = tok[2:]
+        if rest.startswith("."):
+            key, eq, inline = rest[1:].partition("=")
+            value, i = self._take_value("-O." + key, eq, inline, tokens, i)
+            self._compile_key("-O", key, value)
+            return i
+        value = rest[1:] if rest.startswith("=") else rest
+        if not value:
+            value, i = self._take_value("-O", "", "", tokens, i)
+        if value.strip().startswith("{"):
+            changes, other = vllm_compile.compilation_config("-O", value)
+            self._compile_changes(changes, other, "-O")
+        else:
+            self._compile_changes(vllm_compile.optimization_level("-O", value), [], "-O")
+        return i
+
+    def _compile_key(self, flag: str, key: str, value: str) -> None:
+        key = key.replace("-", "_")
+        changes = vllm_compile.compilation_key(flag, key, value)
+        self._compile_changes(changes, [] if key in vllm_compile.MODELLED_KEYS else [key], flag)
+
+    def _compile_changes(self, changes: dict, other: list[str], flag: str) -> None:
+        self.changes.update(changes)
+        self.user_set.update(changes)
+        if other:
+            self.notes.append(vllm_compile.unmodelled_note(flag, other))
 
     def _accept(self, flag: str, base: str) -> None:
         self.ignored.append(flag)

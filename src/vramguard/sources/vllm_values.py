@@ -11,9 +11,10 @@ import json
 import re
 
 from ..errors import UsageError
+from . import vllm_compile
 from .vllm_flags import (
-    BOOL, CHOICE, FLAGS, FLOAT_FRAC, FLOAT_NONNEG, HUMAN_INT, JSON, MAXLEN, POS_INT,
-    QUANT_METHODS, TRIBOOL, Flag as _Flag)
+    BOOL, CHOICE, COMPILE, FLAGS, FLOAT_FRAC, FLOAT_NONNEG, HUMAN_INT, INT_LIST, JSON, MAXLEN,
+    POS_INT, QUANT_METHODS, TRIBOOL, Flag as _Flag)
 
 _HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
 _DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -165,6 +166,15 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
         return {spec.field: text}
     if kind == JSON:
         return _speculative(flag, value)
+    if kind == INT_LIST:
+        if str(value).strip() in ("None", "", "[]") and not isinstance(value, (list, tuple)):
+            return {spec.field: None}
+        return {spec.field: vllm_compile.int_list(flag, value)}
+    if kind == COMPILE:
+        changes, other = vllm_compile.compilation_config(flag, value)
+        if other and notes is not None:
+            notes.append(vllm_compile.unmodelled_note(flag, other))
+        return changes
     # STR
     text = str(value).strip()
     if spec.field == "quantization":
