@@ -87,8 +87,11 @@ def test_oom_by_phase():
 
 
 def test_mamba_sampler_distributed_other():
-    assert flags(dx("ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks "
-                    "(468)."))["--max-num-seqs"] == "468"
+    mamba = flags(dx("ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks "
+                     "(468)."))
+    assert mamba["--max-num-seqs"] == "468"
+    assert mamba["--compilation-config"] == '{"cudagraph_mode": "PIECEWISE"}'
+    assert "--max-model-len" not in mamba      # the block count does not depend on it
     s = dx(CASES["llmdp-v0190-h100-gptoss20b-tp2-u095-sampler-oom"]["raw_log_excerpt"])
     assert flags(s)["--max-num-seqs"] == "512" and s.numbers["num_requests"] == 1024
     assert dx("RuntimeError: NCCL error: unhandled cuda error").failure == "distributed"

@@ -461,7 +461,10 @@ def _mamba(c: _Ctx, err: LogError | None):
     else:
         fixes.append(Fix("fewer sequences", {"--max-num-seqs": "256"}))
     fixes.append(Fix("or more memory for the pool", {"--gpu-memory-utilization": "0.95"}))
-    fixes.append(Fix("or a shorter context (fewer blocks per request)", {"--max-model-len": "<lower>"}))
+    # NOTE: vLLM checks the blocks for full decode graphs only (config/compilation.py); the
+    # block count does not depend on max_model_len.
+    fixes.append(Fix("or piecewise CUDA graphs only (slower decode)",
+                     {"--compilation-config": '{"cudagraph_mode": "PIECEWISE"}'}))
     return cause, fixes, n
 
 
