@@ -97,6 +97,35 @@ def test_pasted_command_pins(capsys):
     assert "--kv-cache-dtype fp8" in doc["recommended"]["command"]
 
 
+@pytest.mark.parametrize("version, yaml_key", [("0.33.0", "optimization-level"),
+                                               ("0.11.0", "compilation-config")])
+def test_compilation_pins_round_trip(capsys, version, yaml_key):
+    """Pinned CUDA-graph flags stay on the command and in the --config YAML, and both parse
+    back to the same settings (-O has no YAML key: --optimization-level from 0.12, the
+    compilation level before)."""
+    import yaml
+
+    from vramguard.sources.vllm_args import settings_from_mapping
+    rc, out, err = run(capsys, "--gpu", "A100-80GB", "--workload", "p99=2000", "--json",
+                       "--offline", "--vllm-version", version, "--", "vllm", "serve", MODEL,
+                       "-O0", "--cudagraph-capture-sizes", "1", "2", "4", "--max-model-len",
+                       "-1" if version == "0.33.0" else "4096")
+    assert rc == 0, err
+    rec = json.loads(out)["recommended"]
+    again = parse_vllm_command(rec["command"]).settings
+    assert (again.optimization_level, again.cudagraph_capture_sizes) == (0, (1, 2, 4))
+    assert rec["plan"]["per_gpu"]["cuda_graph_bytes"] == 0
+    doc = yaml.safe_load(rec["config_yaml"])
+    assert yaml_key in doc and doc["cudagraph-capture-sizes"] == [1, 2, 4]
+    doc.pop("model")
+    from_yaml = settings_from_mapping(doc)
+    assert from_yaml.cudagraph_capture_sizes == (1, 2, 4)
+    assert (from_yaml.optimization_level, from_yaml.compilation_mode) == \
+        ((0, None) if version == "0.33.0" else (None, 0))
+    if version == "0.33.0":
+        assert doc["max-model-len"] == -1 or doc["max-model-len"] == "auto"
+
+
 def test_70b_on_one_h100_says_needs_2_gpus(capsys):
     rc, out, _ = run(capsys, "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "H100",
                      "--workload", "p99=4000", "--offline")

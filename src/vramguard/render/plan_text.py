@@ -197,7 +197,8 @@ _KEY_SETTINGS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_u
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens", "dtype",
                  "kv_cache_dtype", "block_size", "enforce_eager", "quantization",
                  "kv_cache_memory_bytes", "num_gpu_blocks_override", "mamba_cache_mode",
-                 "max_cudagraph_capture_size")
+                 "cudagraph_mode", "optimization_level", "compilation_mode",
+                 "cudagraph_capture_sizes", "cuda_graph_sizes", "max_cudagraph_capture_size")
 
 
 def _settings_line(plan: Plan, st: _Style) -> list[str]:
@@ -211,7 +212,10 @@ def _settings_line(plan: Plan, st: _Style) -> list[str]:
             continue
         src = plan.settings_sources.get(key)
         tag = SOURCE_TAGS.get(str(src), str(src)) if src else ""
-        sval = f"{val:,}" if isinstance(val, int) and not isinstance(val, bool) else str(val)
+        if isinstance(val, (tuple, list)):
+            sval = " ".join(str(v) for v in val)        # NOTE: capture sizes, as typed
+        else:
+            sval = f"{val:,}" if isinstance(val, int) and not isinstance(val, bool) else str(val)
         parts.append(f"{key} {sval}" + (st.dim(f" ({tag})") if tag else ""))
     if not parts:
         return []

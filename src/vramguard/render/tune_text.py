@@ -14,6 +14,7 @@ JSON contract (docs/tune.md):
 from __future__ import annotations
 
 import json
+import re
 
 from ..core.provenance import GIB
 from ..core.tuner import LIMIT_PINNED, LIMIT_TARGET, LIMIT_VLLM, Option, TuneResult, headroom_gib
@@ -47,13 +48,32 @@ def config_yaml(opt: Option, model: str) -> str:
     i = 0
     while i < len(args):
         key = args[i].lstrip("-")
-        if i + 1 < len(args) and not args[i + 1].startswith("--"):
-            lines.append(f"{key}: {_yaml_scalar(args[i + 1])}")
-            i += 2
+        j = i + 1
+        while j < len(args) and not _FLAG_TOKEN.match(args[j]):
+            j += 1              # NOTE: flags such as --cudagraph-capture-sizes take several
+        values = args[i + 1:j]
+        if key == "O" and values:
+            key, values = _optimization_key(opt, values[0])
+        if len(values) > 1:
+            lines.append(f"{key}: [{', '.join(_yaml_scalar(v) for v in values)}]")
+        elif values:
+            lines.append(f"{key}: {_yaml_scalar(values[0])}")
         else:
             lines.append(f"{key}: true" if not key.startswith("no-") else f"{key[3:]}: false")
-            i += 1
+        i = j
     return "\n".join(lines) + "\n"
+
+
+_FLAG_TOKEN = re.compile(r"-{1,2}[A-Za-z]")      # not a value such as -1
+
+
+def _optimization_key(opt: Option, level: str) -> tuple[str, list[str]]:
+    """`-O N` has no YAML key of its own: --optimization-level from vLLM 0.12, before that
+    the compilation level (`-O N` was `--compilation-config` then)."""
+    version = tuple(int(x) for x in opt.plan.vllm_version.split(".")[:2] if x.isdigit())
+    if version >= (0, 12):
+        return "optimization-level", [level]
+    return "compilation-config", [json.dumps({"level": int(level)})]
 
 
 def _yaml_scalar(text: str) -> str:
