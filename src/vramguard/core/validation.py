@@ -1,0 +1,123 @@
+"""vLLM's own validation of the settings, as each release words it: argparse errors for flags
+the release does not have, pydantic / config checks (heads divisible by TP, utilization in
+(0, 1], block sizes, the Mamba cache mode), before any memory is planned.
+
+Split from `planner`, which calls `validate` and `check_backend_block_size` first.
+"""
+
+from __future__ import annotations
+
+from . import _memo
+from . import messages as msg
+from .errors import UsageError
+from .gpu import GpuSpec
+from .model import ModelSpec
+from .rules import VllmRules
+from .settings import Settings
+
+__all__ = ["validate", "check_backend_block_size"]
+
+
+# NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
+# errors, not plans.
+_MAX_HOST_GIB = 1 << 20
+
+
+def validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    tp = s.tensor_parallel_size
+    if tp < 1 or s.pipeline_parallel_size < 1:
+        raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
+    if spec.num_layers and s.pipeline_parallel_size > spec.num_layers:
+        # NOTE: vLLM's `get_pp_indices` would give the extra stages no decoder layer
+        raise UsageError(f"pipeline parallel size ({s.pipeline_parallel_size}) is larger than "
+                         f"the model's {spec.num_layers} decoder layers",
+                         where="--pipeline-parallel-size",
+                         fix=f"Use at most {spec.num_layers} pipeline stages")
+    for name in ("cpu_offload_gb", "swap_space"):
+        value = getattr(s, name)
+        if value and not 0 <= value <= _MAX_HOST_GIB:
+            raise UsageError(f"{name} must be between 0 and {_MAX_HOST_GIB:,} GiB, got {value}",
+                             where="--" + name.replace("_", "-"))
+    if spec.num_attention_heads and spec.num_attention_heads % tp:
+        raise UsageError(f"Total number of attention heads ({spec.num_attention_heads}) must be "
+                         f"divisible by tensor parallel size ({tp}).",
+                         where="--tensor-parallel-size",
+                         fix="Use a tensor parallel size that divides the head count")
+    u = s.gpu_memory_utilization
+    if u is not None and not (0 < u <= 1):
+        raise UsageError(f"GPU memory utilization must be within (0, 1]. Got {u}.",
+                         where="--gpu-memory-utilization", fix="Pass a fraction such as 0.9")
+    if s.max_model_len_auto and s.max_model_len not in (None, -1):
+        raise UsageError("--max-model-len auto and an explicit --max-model-len contradict",
+                         where="--max-model-len", fix="Give one of them")
+    if s.max_model_len_auto and not rules.auto_fit:
+        raise UsageError(f"--max-model-len auto needs vLLM 0.14 or newer (got {rules.version})",
+                         where="--max-model-len", fix="Give an explicit length")
+    if s.kv_cache_memory_bytes is not None and not rules.kv_cache_memory_flag:
+        raise UsageError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer "
+                         f"(got {rules.version})", where="--kv-cache-memory-bytes")
+    if s.block_size is not None:
+        _check_block_size(s.block_size, rules)
+    if s.mamba_cache_mode is not None:
+        _check_mamba_cache_mode(s.mamba_cache_mode, rules)
+    _check_graph_flags(s, rules)
+    if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
+            and s.max_num_batched_tokens < s.max_num_seqs):
+        raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
+                         f"than or equal to max_num_seqs ({s.max_num_seqs}).",
+                         where="--max-num-batched-tokens")
+
+
+def _check_graph_flags(s: Settings, rules: VllmRules) -> None:
+    """CUDA-graph flags the release does not have: argparse's error."""
+    if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
+        raise UsageError("vllm serve: error: unrecognized arguments: "
+                         f"--max-cudagraph-capture-size {s.max_cudagraph_capture_size}",
+                         where="--max-cudagraph-capture-size",
+                         fix=f"vLLM {rules.version} ({rules.engine}) has no such flag "
+                             "(V1 0.11.1+)")
+    if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
+        sizes = " ".join(str(x) for x in s.cuda_graph_sizes)
+        raise UsageError(f"vllm serve: error: unrecognized arguments: --cuda-graph-sizes {sizes}",
+                         where="--cuda-graph-sizes",
+                         fix=f"vLLM {rules.version} has no such flag (0.9-0.12); use "
+                             "--cudagraph-capture-sizes (0.11.1+)")
+
+
+def _check_block_size(block: int, rules: VllmRules) -> None:
+    """vLLM's own --block-size validation (argparse choices; pydantic from 0.23)."""
+    text = msg.block_size_message(rules, block)
+    if text is not None:
+        raise UsageError(text, where="--block-size",
+                         fix="Use one of the sizes that release accepts (16 is the default)")
+    if block <= 0:
+        # NOTE: 0.18-0.22 take any int; a block must hold at least one token to be planned.
+        raise UsageError(f"--block-size {block}: vLLM {rules.version} does not check it, but "
+                         "a KV block holds at least one token", where="--block-size",
+                         fix="Use a positive multiple of 16")
+
+
+def _check_mamba_cache_mode(mode: str, rules: VllmRules) -> None:
+    """--mamba-cache-mode exists from 0.15; "all" is not a choice from 0.32."""
+    if not rules.mamba_mode_choices:
+        raise UsageError(f"vllm serve: error: unrecognized arguments: --mamba-cache-mode {mode}",
+                         where="--mamba-cache-mode",
+                         fix=f"vLLM {rules.version} has no such flag (0.15+)")
+    if mode not in rules.mamba_mode_choices:
+        shown = ", ".join(repr(c) for c in rules.mamba_mode_choices)
+        raise UsageError(f"vllm serve: error: argument --mamba-cache-mode: invalid choice: "
+                         f"{mode!r} (choose from {shown})", where="--mamba-cache-mode")
+
+
+def check_backend_block_size(spec: ModelSpec, s: Settings, rules: VllmRules,
+                              gpu: GpuSpec) -> None:
+    """v1's CUDA attention backends need a block size that is a multiple of 16 (non-MLA,
+    non-hybrid models; MLA and Mamba layers pick their own kernels)."""
+    block = s.block_size
+    if (not block or block % 16 == 0 or rules.engine != "v1" or gpu.vendor != "nvidia"
+            or spec.uses_mla or _memo.has_mamba(spec)):
+        return
+    text = msg.block_size_backend_message(rules, block)
+    if text is not None:
+        raise UsageError(text, where="--block-size",
+                         fix="Use a multiple of 16 (vLLM's attention backends need one)")
