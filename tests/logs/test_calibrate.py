@@ -247,3 +247,18 @@ def test_calibrate_without_a_gpu_says_it_once(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot tell the GPU: the log does not show the GPU's total memory. Pass --gpu NAME" \
         in err and err.count("--gpu") == 1
+
+
+def test_logged_settings_keep_what_reads_when_one_value_does_not():
+    """A logged command line's quoted JSON stays one value (the compilation config is read);
+    a value vramguard cannot read drops that key only, with the reason."""
+    log = ("INFO vLLM API server version 0.11.0\n"
+           "Command: vllm serve Qwen/Qwen3-8B --max-model-len 8192 --compilation-config "
+           "'{\"cudagraph_mode\": \"PIECEWISE\"}' --tensor-parallel-size 2\n")
+    s, why = settings_for_log(parse_text(log))
+    assert (s.cudagraph_mode, s.tensor_parallel_size, s.max_model_len, why) == \
+        ("PIECEWISE", 2, 8192, None)
+    bad = log.replace('\'{"cudagraph_mode": "PIECEWISE"}\'', "'{\"cudagraph_mode\": \"fast\"}'")
+    s, why = settings_for_log(parse_text(bad))
+    assert (s.cudagraph_mode, s.tensor_parallel_size, s.max_model_len) == (None, 2, 8192)
+    assert "not compilation_config" in why and "cudagraph_mode" in why

@@ -65,9 +65,21 @@ def settings_for_log(ex: Extracted):
     try:
         return settings_from_mapping(mapping), None
     except VramguardError as exc:
-        return Settings(), f"some logged settings were not understood ({exc.line()})"
+        first = exc.line()
     except Exception as exc:          # NOTE: foreign data; never let it stop a diagnosis
         return Settings(), f"the logged settings were not understood ({exc})"
+    # NOTE: one value vramguard cannot read (e.g. a JSON flag cut by a loosely split command
+    # line) must not drop the others: keep every key that reads on its own.
+    settings, dropped = Settings(), []
+    for key, value in mapping.items():
+        try:
+            settings = settings_from_mapping({key: value}, base=settings)
+        except VramguardError:
+            dropped.append(key)
+        except Exception:             # NOTE: foreign data, as above
+            dropped.append(key)
+    return settings, (f"some logged settings were not understood ({first}); used the others, "
+                      f"not {', '.join(dropped)}")
 
 
 def model_for_log(ex: Extracted, ref: str | None = None):

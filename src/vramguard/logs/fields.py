@@ -102,7 +102,12 @@ def _config_dump(text: str) -> dict:
 
 def _args_from_command(cmd: str) -> dict:
     """A loose `--flag value` reading of a pasted `vllm serve …` line (no validation)."""
-    tokens = cmd.replace("\\", " ").split()
+    import shlex
+    text = cmd.replace("\\", " ")
+    try:
+        tokens = shlex.split(text)      # NOTE: a quoted JSON value stays one token
+    except ValueError:
+        tokens = text.split()
     out: dict = {}
     if len(tokens) > 2 and tokens[0] == "vllm" and tokens[1] == "serve" \
             and not tokens[2].startswith("-"):
