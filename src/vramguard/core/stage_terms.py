@@ -25,6 +25,18 @@ if TYPE_CHECKING:
     from .planner import PlanHooks
 
 
+# NOTE: built for every (tokens, seqs) a search tries: without the frozen __init__ (_frozen.py).
+_profile_shape, _estimate = maker(act.ProfileShape), maker(Estimate)
+_ESTIMATED = Source.ESTIMATED
+
+
+def _banded(value: int, rel: float, note: str) -> Estimate:
+    """`Estimate.banded(value, rel, Source.ESTIMATED, note)` for an int value."""
+    spread = abs(value) * rel
+    return _estimate(value_bytes=int(value), low_bytes=int(value - spread),
+                     high_bytes=int(value + spread), source=_ESTIMATED, note=note)
+
+
 def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
                tokens: int, seqs: int, fixed: tuple | None = None) -> tuple[tuple, str]:
     """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
@@ -80,20 +92,6 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
         out.append((r, rng, w_est, a_est, n_est, g_est, kvm.with_inflight(shape, inflight),
                     g_pool))
     return tuple(out), kv_name, graph_mode
-
-
-# NOTE: built for every (tokens, seqs) a search tries: without the frozen __init__ (_frozen.py).
-_profile_shape, _estimate = maker(act.ProfileShape), maker(Estimate)
-
-
-def _banded(value: int, rel: float, note: str) -> Estimate:
-    """`Estimate.banded(value, rel, Source.ESTIMATED, note)` for an int value."""
-    spread = abs(value) * rel
-    return _estimate(value_bytes=int(value), low_bytes=int(value - spread),
-                     high_bytes=int(value + spread), source=_ESTIMATED, note=note)
-
-
-_ESTIMATED = Source.ESTIMATED
 
 
 def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
