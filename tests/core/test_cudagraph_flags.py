@@ -56,6 +56,10 @@ def test_cudagraph_mode_by_release(settings, by_version):
 def test_v0_and_the_cpu_follow_enforce_eager_only():
     assert cudagraph_mode(S(optimization_level=0), resolve_rules("0.9.2", "v0")) != "NONE"
     assert cudagraph_mode(S(), resolve_rules("0.33.0"), device="cpu") == "NONE"
+    v0 = plan(llama31_8b(), Settings(max_model_len=4096, optimization_level=0), H100,
+              vllm_version="0.9.2", engine="v0")
+    assert v0.tightest.cuda_graph.value_bytes > 0
+    assert any("V0 engine captures its CUDA graphs" in a for a in v0.assumptions)
 
 
 def _plan(version="0.33.0", **kw):

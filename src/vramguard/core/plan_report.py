@@ -351,7 +351,10 @@ class PlanReport:
         given = [f"{name}={v}" for name, v in (
             ("-O", s.optimization_level), ("compilation mode", s.compilation_mode),
             ("cudagraph_mode", s.cudagraph_mode)) if v is not None]
-        if given and self.rules.engine == "v1":
+        if given and self.rules.engine == "v0":
+            out.append(f"{', '.join(given)}: the V0 engine captures its CUDA graphs whatever "
+                       "the compilation flags (only --enforce-eager turns them off).")
+        elif given:
             mode = self.graph_mode
             what = ("no CUDA graphs are captured (as with --enforce-eager; torch.compile's own "
                     "memory is not modelled)" if mode == "NONE"
