@@ -147,3 +147,23 @@ def test_tune_finishes_the_recommendation_and_the_rest_on_demand():
                              free_bytes=o.gpu.free_bytes)
         assert full.plan == fresh and full.plan.to_dict() == fresh.to_dict()
         assert dataclasses.replace(full, plan=o.plan) == o   # `finish` is not compared
+
+
+def test_walk_kv_bytes_equal_the_ledgers_kv_term():
+    """The walk sizes the pool with `_kv_bytes` (no band); the ledgers show `_kv_budget`:
+    the same K on every stage, for random settings (whole-GPU releases, forced pools, PP)."""
+    rng = random.Random(7)
+    checked = 0
+    for _ in range(300):
+        model, gpu, version = rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS)
+        s = random_settings(rng)
+        try:
+            walk = planner._walk(spec(model), s, lookup_gpu(gpu), version, None,
+                                 rng.choice((None, 30 << 30)), 0, None, None, None, False)
+        except UsageError:
+            continue
+        walk.run()
+        for st in walk.stages:
+            assert walk._kv_budget(st).value_bytes == st.kv
+            checked += 1
+    assert checked > 200

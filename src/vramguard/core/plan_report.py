@@ -90,7 +90,7 @@ class PlanReport:
             first = _ledger(rank=st.pp_rank * tp, tp_rank=0, pp_rank=st.pp_rank,
                             total=total, free_at_start=free, requested=req,
                             weights=st.weights, activation=st.activation,
-                            non_torch=st.non_torch, cuda_graph=g, kv_cache=st.kv_est,
+                            non_torch=st.non_torch, cuda_graph=g, kv_cache=self._kv_budget(st),
                             kv_bytes_per_token=layout.bytes_per_token,
                             page_size_bytes=layout.page_size_bytes,
                             num_blocks=st.num_blocks, layers=st.layers)

@@ -83,7 +83,6 @@ class _Stage:
     layout: kvm.KvLayout
     graph_pool: int | None = None   # the captured pool where it differs from `graph`
     kv: int = 0
-    kv_est: Estimate | None = None
     num_blocks: int = 0
 
 
@@ -353,23 +352,38 @@ class _Walk(PlanReport):
                 f"attention layer{'s' if n > 1 else ''} in the KV groups)."]
 
     # -- budget per stage --
+    def _budget_terms(self, st: _Stage) -> tuple[Estimate, ...]:
+        """What vLLM subtracts from u x total for the KV cache (whole-GPU releases also
+        subtract everything else on the GPU, `T - F`)."""
+        if self.rules.graph_budget == "subtracted":
+            return st.weights, st.activation, st.non_torch, st.graph
+        return st.weights, st.activation, st.non_torch
+
+    def _kv_bytes(self, st: _Stage) -> int:
+        """K, the KV budget in bytes: `_kv_budget(st).value_bytes` without its band.
+
+        NOTE: the walk needs the value only; the band is for the ledgers, which a screened
+        plan builds when first read."""
+        if self.s.kv_cache_memory_bytes is not None:
+            return int(self.s.kv_cache_memory_bytes)
+        kv = int(self.R)
+        for t in self._budget_terms(st):
+            kv -= t.value_bytes
+        return kv - (self.T - self.F) if self.rules.whole_gpu else kv
+
     def _kv_budget(self, st: _Stage) -> Estimate:
-        s, rules = self.s, self.rules
-        if s.kv_cache_memory_bytes is not None:
-            return Estimate.exact(s.kv_cache_memory_bytes, Source.USER, "--kv-cache-memory-bytes")
+        """K with its band and provenance (the ledgers' KV term)."""
+        if self.s.kv_cache_memory_bytes is not None:
+            return Estimate.exact(self.s.kv_cache_memory_bytes, Source.USER,
+                                  "--kv-cache-memory-bytes")
         r = int(self.R)     # NOTE: `Estimate.exact` without __init__ (_frozen.py)
         req = _estimate(value_bytes=r, low_bytes=r, high_bytes=r, source=_DERIVED_SRC,
                         note="u x total")
-        subtracted = rules.graph_budget == "subtracted"
-        if rules.whole_gpu:
-            others = Estimate.exact(self.T - self.F, Source.DERIVED,
-                                    "whole-GPU budget: memory used by everything else")
-            terms = ((st.weights, st.activation, st.non_torch, st.graph, others) if subtracted
-                     else (st.weights, st.activation, st.non_torch, others))
-        else:
-            terms = ((st.weights, st.activation, st.non_torch, st.graph) if subtracted
-                     else (st.weights, st.activation, st.non_torch))
-        return _sub(req, *terms, note=_BUDGET_NOTE[subtracted])
+        terms = self._budget_terms(st)
+        if self.rules.whole_gpu:
+            terms += (Estimate.exact(self.T - self.F, Source.DERIVED,
+                                     "whole-GPU budget: memory used by everything else"),)
+        return _sub(req, *terms, note=_BUDGET_NOTE[self.rules.graph_budget == "subtracted"])
 
     def _failed(self, failure: str, message: str) -> None:
         if self.fail is None:
@@ -378,8 +392,7 @@ class _Walk(PlanReport):
     def run(self) -> Plan:
         self._free_check()
         for st in self.stages:
-            st.kv_est = self._kv_budget(st)
-            st.kv = st.kv_est.value_bytes
+            st.kv = self._kv_bytes(st)
         self._load_and_profile()
         kv_cap = None
         if self.fail is None:
