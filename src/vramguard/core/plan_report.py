@@ -483,10 +483,11 @@ class PlanReport:
             eff.set("cudagraph_mode", self.graph_mode, self._graph_mode_source())
         if not self.detail:
             # NOTE: a screened plan: its ledgers are built when first read (`Plan.__getattr__`;
-            # the full plan shares them).
+            # the full plan shares them), and it holds the walk's settings dicts (no copy:
+            # finishing the walk sets the same keys to the same values, into its own copies).
             return _plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
                          engine=self.rules.engine, outcome=outcome, _lazy_ledgers=self._ledgers,
-                         kv=cap, settings=dict(eff.values), settings_sources=dict(eff.sources),
+                         kv=cap, settings=eff.values, settings_sources=eff.sources,
                          log_lines=(), assumptions=(), fixes=(),
                          calibrated=self.cal is not None)
         return _plan(model=self.spec.name, gpu=self.gpu.name, vllm_version=self.version,
