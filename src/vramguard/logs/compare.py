@@ -74,9 +74,7 @@ def settings_for_log(ex: Extracted):
     for key, value in mapping.items():
         try:
             settings = settings_from_mapping({key: value}, base=settings)
-        except VramguardError:
-            dropped.append(key)
-        except Exception:             # NOTE: foreign data, as above
+        except Exception:             # NOTE: a VramguardError, or foreign data as above
             dropped.append(key)
     return settings, (f"some logged settings were not understood ({first}); used the others, "
                       f"not {', '.join(dropped)}")

@@ -70,8 +70,8 @@ _FLAG_TOKEN = re.compile(r"-{1,2}[A-Za-z]")      # not a value such as -1
 def _optimization_key(opt: Option, level: str) -> tuple[str, list[str]]:
     """`-O N` has no YAML key of its own: --optimization-level from vLLM 0.12, before that
     the compilation level (`-O N` was `--compilation-config` then)."""
-    version = tuple(int(x) for x in opt.plan.vllm_version.split(".")[:2] if x.isdigit())
-    if version >= (0, 12):
+    from ..core.rules import parse_version
+    if parse_version(opt.plan.vllm_version) >= (0, 12, 0):
         return "optimization-level", [level]
     return "compilation-config", [json.dumps({"level": int(level)})]
 

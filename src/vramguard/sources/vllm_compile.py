@@ -61,11 +61,9 @@ def compilation_config(where: str, value: object) -> tuple[dict, list[str]]:
     if not isinstance(value, dict):
         raise _bad(where, value, _JSON_HELP)
     changes: dict = {}
-    for key, v in value.items():
-        changes.update(compilation_key(where, str(key), v))
-    if value.get("cudagraph_mode") is not None:
-        changes["cudagraph_mode"] = _graph_mode(f"{where}.cudagraph_mode",
-                                                value["cudagraph_mode"])
+    # NOTE: cudagraph_mode last: it wins over the older use_cudagraph / full_cuda_graph.
+    for key in sorted(value, key=lambda k: str(k) == "cudagraph_mode"):
+        changes.update(compilation_key(where, str(key), value[key]))
     other = [str(k) for k in value if str(k) not in MODELLED_KEYS]
     return changes, other
 
