@@ -167,7 +167,7 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
     if kind == JSON:
         return _speculative(flag, value)
     if kind == INT_LIST:
-        if str(value).strip() in ("None", "", "[]") and not isinstance(value, (list, tuple)):
+        if isinstance(value, str) and value.strip() in ("None", ""):
             return {spec.field: None}
         return {spec.field: vllm_compile.int_list(flag, value)}
     if kind == COMPILE:
