@@ -374,6 +374,7 @@ def test_multi_value_ignored_flags_and_spec_tokens():
     (["-cc", '{"max_cudagraph_capture_size": 128}'], {"max_cudagraph_capture_size": 128}),
     (["--cuda-graph-sizes=64"], {"cuda_graph_sizes": (64,)}),
     (["--cuda-graph-sizes", "8", "16", "-tp", "2"], {"cuda_graph_sizes": (8, 16)}),
+    (["--performance-mode", "interactivity"], {"performance_mode": "interactivity"}),
 ])
 def test_compilation_flags(argv, fields):
     """-O, --optimization-level, --compilation-config / -cc (JSON, dotted, an old level
@@ -405,6 +406,7 @@ def test_compilation_config_other_keys_are_a_note_and_written_back():
     (["--cudagraph-capture-sizes"], "--cudagraph-capture-sizes"),
     (["--cudagraph-capture-sizes", "0"], "--cudagraph-capture-sizes"),
     (["-cc", "[1]"], "--compilation-config"),
+    (["--performance-mode", "fast"], "--performance-mode"),
 ])
 def test_bad_compilation_flags(argv, where):
     with pytest.raises(UsageError) as e:

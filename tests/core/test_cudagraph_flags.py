@@ -136,3 +136,24 @@ def test_graph_probe_all_reduce_needs_captured_graphs():
     eager = _plan("0.20.0", enforce_eager=True, **two)
     assert off.tightest.non_torch.value_bytes == eager.tightest.non_torch.value_bytes
     assert on.tightest.non_torch.value_bytes > off.tightest.non_torch.value_bytes
+
+
+def test_performance_mode_from_017():
+    """--performance-mode (0.17+, engine/arg_utils.py and config/vllm.py): throughput doubles
+    the default batched tokens and sequences (not the user's), interactivity captures every
+    size from 1 to 32 then vLLM's usual steps; an error before 0.17 names the release asked."""
+    base = _plan(max_num_seqs=None)
+    thr = _plan(performance_mode="throughput")
+    assert thr.settings["max_num_batched_tokens"] == 2 * base.settings["max_num_batched_tokens"]
+    assert thr.settings["max_num_seqs"] == 2 * base.settings["max_num_seqs"]
+    assert thr.tightest.activation.value_bytes > base.tightest.activation.value_bytes
+    pinned = _plan(performance_mode="throughput", max_num_seqs=64, max_num_batched_tokens=4096)
+    assert (pinned.settings["max_num_seqs"], pinned.settings["max_num_batched_tokens"]) == \
+        (64, 4096)
+    # 16 sequences: vLLM's largest size 32; 1..32 = 32 sizes instead of 1, 2, 4, 8, 16, 24, 32
+    few = _plan(max_num_seqs=16).tightest.cuda_graph.value_bytes
+    fine = _plan(max_num_seqs=16, performance_mode="interactivity").tightest.cuda_graph.value_bytes
+    full = base.tightest.cuda_graph.value_bytes
+    assert few == int(full * (0.4 + 0.6 * 7 / 67)) and fine == int(full * (0.4 + 0.6 * 32 / 67))
+    with pytest.raises(UsageError, match=r"vLLM 0\.16\.0 \(v1\) has no such flag \(0\.17\+\)"):
+        _plan("0.16.0", performance_mode="throughput")

@@ -45,10 +45,10 @@ _SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len
                        "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes",
                        "num_gpu_blocks_override", "user_set", "model"})
 # NOTE: the CUDA-graph flags (stage_terms.cudagraph_mode, the capture sizes) feed the graph
-# and non-torch terms only.
+# and non-torch terms only (--performance-mode also the scheduler defaults).
 _GRAPH_FLAGS = frozenset({"enforce_eager", "optimization_level", "compilation_mode",
                           "cudagraph_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
-                          "max_cudagraph_capture_size"})
+                          "max_cudagraph_capture_size", "performance_mode"})
 _NOT_READ_WEIGHTS = _SEARCHED | _GRAPH_FLAGS | {
     "kv_cache_dtype", "block_size", "disable_sliding_window", "disable_hybrid_kv_cache_manager",
     "num_speculative_tokens", "skip_mm_profiling", "async_scheduling"}

@@ -174,7 +174,7 @@ def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True,
 
 
 def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
-                  cap: int = 512, largest: int | None = None) -> int:
+                  cap: int = 512, largest: int | None = None, every_upto: int = 0) -> int:
     """How many batch sizes vLLM captures by default (1, 2, 4, then multiples of 8), or up
     to `largest` (--max-cudagraph-capture-size, already capped by the batched tokens).
 
@@ -183,6 +183,10 @@ def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
     max_num_seqs; docs/accuracy.md, seventh session)."""
     if largest is None:
         largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), cap)
+    if every_upto:
+        # NOTE: --performance-mode interactivity: every size up to 32, then the usual steps.
+        small = min(largest, every_upto)
+        return small + max(0, largest // 8 - small // 8)
     # NOTE: (1, 2, 4) counted without a generator: once per (tokens, seqs) of a search.
     return (largest >= 1) + (largest >= 2) + (largest >= 4) + max(0, largest // 8)
 

@@ -359,7 +359,7 @@ class PlanReport:
             what = ("no CUDA graphs are captured (as with --enforce-eager; torch.compile's own "
                     "memory is not modelled)" if mode == "NONE"
                     else f"CUDA graphs captured in mode {mode}")
-            out.append(f"{', '.join(given)}: {what} in vLLM {self.rules.version}.")
+            out.append(f"{', '.join(given)}: {what} in vLLM {self.version}.")
         if s.cudagraph_capture_sizes is not None or s.cuda_graph_sizes is not None:
             out.append("Your capture sizes replace vLLM's list (the graph term counts the "
                        "sizes vLLM keeps).")

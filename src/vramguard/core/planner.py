@@ -110,7 +110,8 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "enable_lora", "num_speculative_tokens", "disable_sliding_window",
           "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",
           "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size",
-          "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes")
+          "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
+          "performance_mode")
 
 
 def _is_user(s: Settings, name: str, default) -> bool:
@@ -170,6 +171,8 @@ def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSp
         d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, gpu.total_bytes / GIB,
                                                     entrypoint=s.entrypoint, device=device,
                                                     world_size=s.world_size)
+        if s.performance_mode == "throughput" and rules.performance_mode_flag:
+            d_tokens, d_seqs = 2 * d_tokens, 2 * d_seqs
         if not chunked:
             d_tokens = max(L, d_tokens)
     user_seqs, user_tokens = s.max_num_seqs, s.max_num_batched_tokens
@@ -282,7 +285,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     rules, fallback = _pick_rules(version, engine, gpu, spec)
     rules = apply_device(apply_env(rules, env), gpu.vendor)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
-    validate(spec, settings, rules)
+    validate(spec, settings, rules, version)
     check_backend_block_size(spec, settings, rules, gpu)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)

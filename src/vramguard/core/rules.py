@@ -139,6 +139,9 @@ class VllmRules:
     # PIECEWISE off, FULL_AND_PIECEWISE down to FULL_DECODE_ONLY)
     cudagraph_control: str = "eager_only"
     cudagraph_default: str = "PIECEWISE"     # the default mode (0.11+: FULL_AND_PIECEWISE)
+    # --performance-mode (0.17+): "throughput" doubles the default max_num_batched_tokens and
+    # max_num_seqs, "interactivity" captures every batch size from 1 to 32
+    performance_mode_flag: bool = False
     # v1 builds the profile run's dummy multimodal item at max_model_len (0.10.0 at the item's
     # own maximum, 0.11+ at max_model_len; 0.7-0.9 and 0.10.1-0.10.2 at the batched tokens):
     # Qwen2/2.5-VL's worst-case video then grows with the length (gpu_model_runner
@@ -371,6 +374,10 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.17.0", "v1", {"performance_mode_flag": True},
+     "--performance-mode: throughput doubles the default batched tokens and sequences "
+     "(engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args); interactivity "
+     "captures sizes 1-32 one by one (config/vllm.py _set_cudagraph_sizes)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
     ("0.18.0", "v1", {"mla_flashinfer_nope": (64, 128, 192), "mla_block_flashinfer": 32,

@@ -44,6 +44,7 @@ class Settings:
     cudagraph_mode: str | None = None         # NONE | PIECEWISE | FULL | FULL_DECODE_ONLY | ...
     cudagraph_capture_sizes: tuple[int, ...] | None = None   # the batch sizes to capture
     cuda_graph_sizes: tuple[int, ...] | None = None   # --cuda-graph-sizes (0.9-0.12)
+    performance_mode: str | None = None       # balanced | interactivity | throughput (0.17+)
     enable_lora: bool = False
     max_loras: int | None = None
     max_lora_rank: int | None = None

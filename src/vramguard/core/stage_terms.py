@@ -185,10 +185,15 @@ def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRu
         if not listed:
             return 0, None          # NOTE: an empty list (or none <= the tokens) captures none
         fixed_sizes = listed        # NOTE: the user's list replaces vLLM's (and a model's)
-    elif s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
-        # NOTE: the user's largest size replaces vLLM's (and a model's own list).
-        fixed_sizes = act.capture_sizes(seqs, largest=min(s.max_cudagraph_capture_size,
-                                                          tokens))
+    else:
+        fine = (INTERACTIVITY_SIZES if s.performance_mode == "interactivity"
+                and rules.performance_mode_flag else 0)
+        if s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
+            # NOTE: the user's largest size replaces vLLM's (and a model's own list).
+            fixed_sizes = act.capture_sizes(seqs, largest=min(s.max_cudagraph_capture_size,
+                                                              tokens), every_upto=fine)
+        elif fine and fixed_sizes is None:
+            fixed_sizes = act.capture_sizes(seqs, s.num_speculative_tokens, every_upto=fine)
     pool = act.cuda_graph_bytes(layers, seqs, s.num_speculative_tokens,
                                 fixed_sizes=fixed_sizes, lora_cases=lora)
     if lora == 1 or rules.graph_budget == "headroom":
@@ -203,6 +208,8 @@ def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRu
     return est, pool
 
 
+# NOTE: --performance-mode interactivity captures every batch size up to this one (0.17+).
+INTERACTIVITY_SIZES = 32
 # NOTE: the modes with full CUDA graphs (vLLM `CUDAGraphMode.has_full_cudagraphs`).
 FULL_GRAPH_MODES = frozenset({"FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"})
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")

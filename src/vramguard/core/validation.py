@@ -23,7 +23,10 @@ __all__ = ["validate", "check_backend_block_size"]
 _MAX_HOST_GIB = 1 << 20
 
 
-def validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None = None) -> None:
+    """vLLM's own checks of `s` for the release `version` (shown in the messages; default:
+    the row's first release)."""
+    version = version or rules.version
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
@@ -51,16 +54,16 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
         raise UsageError("--max-model-len auto and an explicit --max-model-len contradict",
                          where="--max-model-len", fix="Give one of them")
     if s.max_model_len_auto and not rules.auto_fit:
-        raise UsageError(f"--max-model-len auto needs vLLM 0.14 or newer (got {rules.version})",
+        raise UsageError(f"--max-model-len auto needs vLLM 0.14 or newer (got {version})",
                          where="--max-model-len", fix="Give an explicit length")
     if s.kv_cache_memory_bytes is not None and not rules.kv_cache_memory_flag:
         raise UsageError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer "
-                         f"(got {rules.version})", where="--kv-cache-memory-bytes")
+                         f"(got {version})", where="--kv-cache-memory-bytes")
     if s.block_size is not None:
-        _check_block_size(s.block_size, rules)
+        _check_block_size(s.block_size, rules, version)
     if s.mamba_cache_mode is not None:
-        _check_mamba_cache_mode(s.mamba_cache_mode, rules)
-    _check_graph_flags(s, rules)
+        _check_mamba_cache_mode(s.mamba_cache_mode, rules, version)
+    _check_graph_flags(s, rules, version)
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
@@ -68,23 +71,27 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          where="--max-num-batched-tokens")
 
 
-def _check_graph_flags(s: Settings, rules: VllmRules) -> None:
+def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
     """CUDA-graph flags the release does not have: argparse's error."""
     if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
         raise UsageError("vllm serve: error: unrecognized arguments: "
                          f"--max-cudagraph-capture-size {s.max_cudagraph_capture_size}",
                          where="--max-cudagraph-capture-size",
-                         fix=f"vLLM {rules.version} ({rules.engine}) has no such flag "
+                         fix=f"vLLM {version} ({rules.engine}) has no such flag "
                              "(V1 0.11.1+)")
+    if s.performance_mode is not None and not rules.performance_mode_flag:
+        raise UsageError("vllm serve: error: unrecognized arguments: "
+                         f"--performance-mode {s.performance_mode}", where="--performance-mode",
+                         fix=f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
         sizes = " ".join(str(x) for x in s.cuda_graph_sizes)
         raise UsageError(f"vllm serve: error: unrecognized arguments: --cuda-graph-sizes {sizes}",
                          where="--cuda-graph-sizes",
-                         fix=f"vLLM {rules.version} has no such flag (0.9-0.12); use "
+                         fix=f"vLLM {version} has no such flag (0.9-0.12); use "
                              "--cudagraph-capture-sizes (0.11.1+)")
 
 
-def _check_block_size(block: int, rules: VllmRules) -> None:
+def _check_block_size(block: int, rules: VllmRules, version: str) -> None:
     """vLLM's own --block-size validation (argparse choices; pydantic from 0.23)."""
     text = msg.block_size_message(rules, block)
     if text is not None:
@@ -92,17 +99,17 @@ def _check_block_size(block: int, rules: VllmRules) -> None:
                          fix="Use one of the sizes that release accepts (16 is the default)")
     if block <= 0:
         # NOTE: 0.18-0.22 take any int; a block must hold at least one token to be planned.
-        raise UsageError(f"--block-size {block}: vLLM {rules.version} does not check it, but "
+        raise UsageError(f"--block-size {block}: vLLM {version} does not check it, but "
                          "a KV block holds at least one token", where="--block-size",
                          fix="Use a positive multiple of 16")
 
 
-def _check_mamba_cache_mode(mode: str, rules: VllmRules) -> None:
+def _check_mamba_cache_mode(mode: str, rules: VllmRules, version: str) -> None:
     """--mamba-cache-mode exists from 0.15; "all" is not a choice from 0.32."""
     if not rules.mamba_mode_choices:
         raise UsageError(f"vllm serve: error: unrecognized arguments: --mamba-cache-mode {mode}",
                          where="--mamba-cache-mode",
-                         fix=f"vLLM {rules.version} has no such flag (0.15+)")
+                         fix=f"vLLM {version} has no such flag (0.15+)")
     if mode not in rules.mamba_mode_choices:
         shown = ", ".join(repr(c) for c in rules.mamba_mode_choices)
         raise UsageError(f"vllm serve: error: argument --mamba-cache-mode: invalid choice: "

@@ -198,7 +198,8 @@ _KEY_SETTINGS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_u
                  "kv_cache_dtype", "block_size", "enforce_eager", "quantization",
                  "kv_cache_memory_bytes", "num_gpu_blocks_override", "mamba_cache_mode",
                  "cudagraph_mode", "optimization_level", "compilation_mode",
-                 "cudagraph_capture_sizes", "cuda_graph_sizes", "max_cudagraph_capture_size")
+                 "cudagraph_capture_sizes", "cuda_graph_sizes", "max_cudagraph_capture_size",
+                 "performance_mode")
 
 
 def _settings_line(plan: Plan, st: _Style) -> list[str]:

@@ -81,6 +81,8 @@ FLAGS: dict[str, Flag] = {
     "--cuda-graph-sizes": Flag("cuda_graph_sizes", INT_LIST),           # vLLM 0.9-0.12
     "--optimization-level": Flag("optimization_level", POS_INT, 0, 3),  # -O N from 0.12
     "--compilation-config": Flag("compilation_mode", COMPILE),           # and -O JSON (<= 0.12)
+    "--performance-mode": Flag("performance_mode", CHOICE,               # vLLM 0.17+
+                               choices=("balanced", "interactivity", "throughput")),
     "--speculative-config": Flag("num_speculative_tokens", JSON),
     "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),  # vLLM <= 0.9
     "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),   # recent shorthand
@@ -180,7 +182,7 @@ IGNORED_MULTI = frozenset("""
 # vLLM flags that DO change startup memory but that vramguard does not model yet: accepted,
 # and the plan says so in its assumptions (value-taking; switches are in UNMODELED_BOOL).
 UNMODELED_VALUE = frozenset("""
---performance-mode --max-seq-len-to-capture
+--max-seq-len-to-capture
 --max-context-len-to-capture --mamba-cache-dtype --mamba-ssm-cache-dtype
 --mamba-block-size --mamba-config --limit-mm-per-prompt --kv-offloading-size
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
