@@ -167,3 +167,15 @@ def test_a_long_startup_is_scanned_with_every_anchor():
             b"took 9.0 seconds\n" + noise)
     ex = parse(data, chunk_bytes=1 << 20)
     assert ex.weights_gib == 3.0 and ex.num_gpu_blocks == 100 and ex.started
+
+
+def test_a_number_too_large_for_a_float_is_not_a_measurement():
+    """Found by the fuzz above: a 400-digit 'Available KV cache memory' became float('inf')
+    and the v0 fit fix overflowed; non-finite figures now read as missing."""
+    huge = "9" * 400
+    data = ("total_gpu_memory     79.22GiB\nValueError: The model's max seq len (32768) is larger "
+            "than the maximum number of tokens that can be stored in KV cache (4464).\n"
+            "(EngineCore pid=241) INFO 04-22 00:24:08 [v1/worker/gpu_worker.py:436] Available KV "
+            f"cache memory: {huge}.11 GiB\n").encode()
+    fast, _ = _both(data)
+    assert fast.available_kv_gib is None

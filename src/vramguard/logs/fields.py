@@ -7,6 +7,7 @@ only, never `eval`.
 from __future__ import annotations
 
 import ast
+import math
 import re
 
 from . import patterns as P
@@ -14,12 +15,15 @@ from .extracted import TorchOom
 
 
 def _f(text: str | None) -> float | None:
+    """A logged number; None when unreadable or not finite (a 400-digit figure is not a
+    measurement: `float` makes it infinite)."""
     if text is None:
         return None
     try:
-        return float(text.replace(",", ""))
+        value = float(text.replace(",", ""))
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _i(text: str | None) -> int | None:

@@ -205,7 +205,10 @@ class LineHandlers:
         m = P.CPU_KV.search(msg)
         if not m:
             return
-        self.v["cpu_kv"] = CpuKv(kv_gib=float(m.group(2)), node_total_gib=float(m.group(3)),
+        kv_gib, node_gib = _f(m.group(2)), _f(m.group(3))
+        if kv_gib is None or node_gib is None:
+            return
+        self.v["cpu_kv"] = CpuKv(kv_gib=kv_gib, node_total_gib=node_gib,
                                  explicit=m.group(1) == "Explicitly", node=int(m.group(4)),
                                  requested_gib=_f(m.group(5)), non_kv_gib=_f(m.group(6)))
         self._set("device", "cpu")
@@ -238,8 +241,8 @@ class LineHandlers:
         cur = P.SUGGEST_CURRENT.search(msg)
         current = None
         if cur:
-            current = _f(cur.group(1)) if cur.group(2) == "GiB" \
-                else round(float(cur.group(1)) / (1 << 30), 2)
+            raw = _f(cur.group(1))
+            current = raw if cur.group(2) == "GiB" or raw is None else round(raw / (1 << 30), 2)
         s = KvMemorySuggestion(
             free_gib=_f(head.group(1)), total_gib=_f(head.group(2)),
             utilization=_f(head.group(3)), requested_gib=_f(head.group(4)),
@@ -286,8 +289,8 @@ class LineHandlers:
                 val = int(val)
                 st["last_" + key] = val
                 st["max_" + key] = max(st.get("max_" + key, val), val)
-        if kv is not None:
-            val = float(kv)
+        if kv is not None and _f(kv) is not None:
+            val = _f(kv)
             st["last_kv"] = val
             st["max_kv"] = max(st.get("max_kv", val), val)
         if pre is not None:
