@@ -541,3 +541,12 @@ def test_config_yaml_value_errors_name_the_file_and_the_yaml_fix(tmp_path):
     with pytest.raises(UsageError) as info:
         parse_vllm_args(["m", "--config", str(cfg)])
     assert info.value.where == f"--config {cfg}" and "whole number" in info.value.fix
+
+
+def test_mamba_dtype_flags():
+    s = parse_vllm_args(["m", "--mamba-cache-dtype", "float32",
+                         "--mamba_ssm_cache_dtype=bfloat16"]).settings
+    assert (s.mamba_cache_dtype, s.mamba_ssm_cache_dtype) == ("float32", "bfloat16")
+    assert {"mamba_cache_dtype", "mamba_ssm_cache_dtype"} <= s.user_set
+    with pytest.raises(UsageError, match="float32"):
+        parse_vllm_args(["m", "--mamba-ssm-cache-dtype", "fp32"])

@@ -306,7 +306,7 @@ def test_gdn_conv_state_grows_with_speculative_tokens():
     assert layout(qwen3_next_kv_only(), num_speculative_tokens=2).block_size == 560
     from vramguard.core.model import MambaState
     m1 = MambaState(kind="mamba1", conv_shape=(64, 3), ssm_shape=(64, 16))
-    assert kv.mamba_page_bytes(m1, 1, 2, 2) == m1.page_bytes(1, 2) == (64 * 3 + 64 * 16) * 2
+    assert kv.mamba_page_bytes(m1, 1, (2, 2), 2) == m1.page_bytes(1, 2) == (64 * 3 + 64 * 16) * 2
 
 
 def test_mtp_drafter_layer_joins_the_kv_groups_on_the_last_stage():

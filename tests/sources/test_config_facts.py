@@ -114,7 +114,7 @@ def test_qwen3_next_hybrid_gdn_state(config):
     kinds = [l.attention.kind for l in s.layers]
     assert kinds[:4] == [MAMBA, MAMBA, MAMBA, FULL]
     state = s.layers[0].attention.mamba
-    assert state.page_bytes(tp=1, dtype_bytes=2) == 49152 + 1048576   # reference §4.2
+    assert state.page_bytes(tp=1, conv_bytes=2) == 49152 + 1048576    # reference §4.2
 
 
 def test_qwen3_5_nested_text_config_and_ssm_dtype(config):

@@ -137,7 +137,10 @@ def _kv(spec, rules) -> dict:
     auto_b, auto_name = kv_dtype_bytes(spec, settings, rules, model_b)
     if auto_name == "auto":
         auto_name = "bfloat16" if spec.torch_dtype in ("bfloat16", "bf16") else "float16"
-    mamba = sum(l.attention.mamba.page_bytes(1, model_b) for l in spec.layers
+    from ..core.kv import mamba_state_dtype_bytes
+    mamba = sum(l.attention.mamba.page_bytes(
+                    1, *mamba_state_dtype_bytes(l.attention.mamba, settings, rules, model_b))
+                for l in spec.layers
                 if l.attention.kind == MAMBA and l.attention.mamba is not None)
     return {"bytes_per_token": {"auto": spec.kv_bytes_per_token(dtype_bytes=auto_b),
                                 "bfloat16": spec.kv_bytes_per_token(dtype_bytes=2),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .model import (CHUNKED, CSA, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec,
+from .model import (CHUNKED, CSA, DTYPE_BYTES, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec,
                     MambaState, ModelSpec, counted, distinct_index)
 from ._frozen import replacer
 from .rules import VllmRules
@@ -178,14 +178,43 @@ def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) ->
 _CONV_GROWS_WITH_SPEC = ("mamba2", "gdn")
 
 
-def mamba_page_bytes(state: MambaState, tp: int, dtype_bytes: int, num_spec: int = 0) -> int:
-    """One request's recurrent state on one rank; with speculative decoding the Mamba2 / GDN
-    conv state holds `k - 1 + spec` columns (vLLM `mamba_utils.*_state_shape(..., num_spec)`;
+def mamba_page_bytes(state: MambaState, tp: int, dtype_bytes: tuple[int, int],
+                     num_spec: int = 0) -> int:
+    """One request's recurrent state on one rank (`dtype_bytes`: conv and SSM bytes per
+    element, `mamba_state_dtype_bytes`); with speculative decoding the Mamba2 / GDN conv
+    state holds `k - 1 + spec` columns (vLLM `mamba_utils.*_state_shape(..., num_spec)`;
     Qwen3.8-27B at TP2 logs block size 784 without MTP and 800 with MTP k=2)."""
     if num_spec and state.kind in _CONV_GROWS_WITH_SPEC and state.conv_shape:
         conv = state.conv_shape[:-1] + (state.conv_shape[-1] + num_spec,)
         state = replace(state, conv_shape=conv)
-    return state.page_bytes(tp, dtype_bytes)
+    return state.page_bytes(tp, *dtype_bytes)
+
+
+# state kinds with a single state that follows --mamba-cache-dtype (vLLM
+# `MambaStateDtypeCalculator.linear_attention_state_dtype` / `short_conv_state_dtype`)
+_ONE_DTYPE_KINDS = ("linear_attention", "short_conv")
+
+
+def mamba_state_dtype_bytes(state: MambaState, settings: Settings, rules: VllmRules,
+                            model_bytes: int) -> tuple[int, int]:
+    """(conv, SSM) bytes per element of a V1 Mamba / linear-attention state, as vLLM resolves
+    them (model_executor/layers/mamba/mamba_utils.py `MambaStateDtypeCalculator`, 0.10.1+):
+    the conv state in `--mamba-cache-dtype` (auto: the model dtype); the SSM state in
+    `--mamba-ssm-cache-dtype`, else the model's config hook (NemotronH 0.13+: its config's
+    dtype or the release's default; Qwen3.5 0.17+: its config's `mamba_ssm_dtype`), else as
+    the conv state. Gated DeltaNet reads the SSM flag from 0.17 only."""
+    conv = DTYPE_BYTES.get(settings.mamba_cache_dtype or "", model_bytes)
+    if state.kind in _ONE_DTYPE_KINDS or (state.kind == "gdn" and not rules.gdn_ssm_flag):
+        return conv, conv
+    flag = settings.mamba_ssm_cache_dtype
+    if flag is not None and flag != "auto":
+        return conv, DTYPE_BYTES[flag]
+    hooked = None
+    if state.ssm_hook == "nemotron_h" and rules.nemotron_ssm_default:
+        hooked = state.ssm_dtype or rules.nemotron_ssm_default
+    elif state.ssm_hook == "qwen3_5" and rules.gdn_ssm_flag:
+        hooked = state.ssm_dtype
+    return conv, DTYPE_BYTES.get(hooked or "", conv)
 
 
 def draft_attention(spec: ModelSpec, settings: Settings, layer_range: tuple[int, int],
@@ -286,7 +315,8 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         if kind == MAMBA:
             if a.mamba is not None:
                 mamba_page = max(mamba_page, mamba_page_bytes(
-                    a.mamba, tp, mamba_bytes, settings.num_speculative_tokens))
+                    a.mamba, tp, mamba_state_dtype_bytes(a.mamba, settings, rules, mamba_bytes),
+                    settings.num_speculative_tokens))
             kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + n
             continue
         bpt = a.kv_bytes_per_token(tp, kv_bytes)

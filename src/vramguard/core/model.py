@@ -37,21 +37,23 @@ class MambaState:
     """Per-layer recurrent state of a Mamba / linear-attention layer (one per request).
 
     `conv_shape` and `ssm_shape` are the unsharded shapes; their first dimension is split
-    across tensor-parallel ranks. `ssm_dtype` overrides the state dtype when the model
-    forces one (e.g. NemotronH fp32); None means "same as the KV/mamba cache dtype".
+    across tensor-parallel ranks. The dtypes are vLLM's choice by release
+    (`kv.mamba_state_dtype_bytes`): `ssm_hook` names the model's config hook that supplies the
+    SSM dtype when `--mamba-ssm-cache-dtype` is auto ("nemotron_h", "qwen3_5"), and
+    `ssm_dtype` what the config declares for it (None: nothing declared).
     """
 
-    kind: str                        # "mamba1" | "mamba2" | "gdn" | "short_conv" | "kda" ...
+    kind: str                        # "mamba1" | "mamba2" | "gdn" | "linear_attention" ...
     conv_shape: tuple[int, ...]      # e.g. (conv_dim, kernel - 1)
     ssm_shape: tuple[int, ...]       # e.g. (heads, head_dim, state)
     ssm_dtype: str | None = None
-    conv_dtype: str | None = None
+    ssm_hook: str | None = None
 
-    def page_bytes(self, tp: int, dtype_bytes: int) -> int:
-        """Bytes of one request's state on one TP rank (conv + ssm), before page padding."""
-        conv_b = DTYPE_BYTES.get(self.conv_dtype or "", dtype_bytes)
-        ssm_b = DTYPE_BYTES.get(self.ssm_dtype or "", dtype_bytes)
-        return (_sharded_prod(self.conv_shape, tp) * conv_b
+    def page_bytes(self, tp: int, conv_bytes: int, ssm_bytes: int | None = None) -> int:
+        """Bytes of one request's state on one TP rank (conv + ssm), before page padding;
+        the SSM state in `ssm_bytes` per element (default: as the conv state)."""
+        ssm_b = conv_bytes if ssm_bytes is None else ssm_bytes
+        return (_sharded_prod(self.conv_shape, tp) * conv_bytes
                 + _sharded_prod(self.ssm_shape, tp) * ssm_b)
 
 

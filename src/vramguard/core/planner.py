@@ -111,7 +111,7 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",
           "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size",
           "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
-          "performance_mode")
+          "performance_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype")
 
 
 def _is_user(s: Settings, name: str, default) -> bool:

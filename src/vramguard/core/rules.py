@@ -109,6 +109,12 @@ class VllmRules:
     mamba_all_mode: bool = False
     # --mamba-cache-mode (0.15+): the values argparse accepts ("all" dropped in 0.32)
     mamba_mode_choices: tuple[str, ...] = ()
+    # --mamba-cache-dtype / --mamba-ssm-cache-dtype (0.10.1+): the values accepted (config/
+    # cache.py MambaDType); Gated DeltaNet reads the SSM one from 0.17 (before: the conv
+    # dtype); NemotronH's config hook defaults the SSM state (0.13-0.19 float16, 0.20+ float32)
+    mamba_dtype_choices: tuple[str, ...] = ()
+    gdn_ssm_flag: bool = False
+    nemotron_ssm_default: str | None = None
     null_block_in_check: bool = False        # 0.29+: avail = K - P
     override_before_check: bool = False      # 0.21+: num_gpu_blocks_override applied first
     tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.21+)
@@ -308,6 +314,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
     ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
+    ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
+     "--mamba-cache-dtype / --mamba-ssm-cache-dtype (config/cache.py MambaDType; "
+     "mamba_utils.py MambaStateDtypeCalculator)"),
     ("0.10.1", "v1", {"cudagraph_control": "level"},
      "cudagraph_mode (config/compilation.py): unset, NONE unless the compilation level is 3 "
      "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
@@ -351,6 +360,10 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.12.0", "v1", {"sched_clamp_by_len": True, "kv_group_max_ratio": 1.25},
      "default batched tokens <= seqs x max_model_len, seqs <= tokens (arg_utils.py); hybrid "
      "group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
+    ("0.13.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16"),
+                      "nemotron_ssm_default": "float16"},
+     "MambaDType gains float16; NemotronH's hook sets the SSM dtype from its config, else "
+     "float16 (models/config.py NemotronHForCausalLMConfig)"),
     ("0.13.0", "v1", {"cudagraph_control": "opt_piecewise", "cuda_graph_sizes_flag": None},
      "only graph modes that need piecewise compilation become NONE without it; "
      "--cuda-graph-sizes removed (config/vllm.py, engine/arg_utils.py)"),
@@ -374,6 +387,9 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.17.0", "v1", {"gdn_ssm_flag": True},
+     "Gated DeltaNet's SSM state follows --mamba-ssm-cache-dtype; Qwen3.5's hook passes its "
+     "config's mamba_ssm_dtype (qwen3_5.py, models/config.py)"),
     ("0.17.0", "v1", {"performance_mode_flag": True},
      "--performance-mode: throughput doubles the default batched tokens and sequences "
      "(engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args); interactivity "
@@ -392,12 +408,16 @@ _CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
+    ("0.20.0", "v1", {"nemotron_ssm_default": "float32"},
+     "NemotronH's default SSM dtype float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
                       "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
     ("0.21.0", "v1", {"block_size_16": "none"},
      "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
     ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
      "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
+    ("0.22.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16", "bfloat16")},
+     "MambaDType gains bfloat16"),
     ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
     ("0.22.0", "v1", {"model_runner_v2": "archs", "v2_archs": frozenset({"Qwen3ForCausalLM"}),
                       "v2_dense_unquantized_only": True},

@@ -36,6 +36,8 @@ class Settings:
     enable_prefix_caching: bool | None = None
     async_scheduling: bool | None = None      # None: the version's default (on from 0.14)
     mamba_cache_mode: str | None = None       # "none" | "align" | "all" (0.15+); None: derived
+    mamba_cache_dtype: str | None = None      # conv (and SSM) state dtype (0.10.1+); None: auto
+    mamba_ssm_cache_dtype: str | None = None  # SSM state dtype (0.10.1+); None: auto
     max_cudagraph_capture_size: int | None = None   # the largest captured batch (0.11.1+)
     # CUDA graphs and compilation (`-O N`, `--optimization-level`, `--compilation-config` /
     # `-cc` keys; V1, core/stage_terms.py `cudagraph_mode` reads them by release):

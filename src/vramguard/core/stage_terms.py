@@ -285,8 +285,7 @@ def v0_mamba_slot_bytes(spec: ModelSpec, s: Settings, rules: VllmRules,
     tp, total = s.tensor_parallel_size, 0
     for a, n in _memo.attention_runs(spec, layer_range):
         if a.kind == MAMBA and a.mamba is not None:
-            state = replace(a.mamba, ssm_dtype=None, conv_dtype=None)
-            total += n * state.page_bytes(tp, dtype_bytes)
+            total += n * a.mamba.page_bytes(tp, dtype_bytes)
     return total
 
 

@@ -63,6 +63,10 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
         _check_block_size(s.block_size, rules, version)
     if s.mamba_cache_mode is not None:
         _check_mamba_cache_mode(s.mamba_cache_mode, rules, version)
+    for flag, value in (("--mamba-cache-dtype", s.mamba_cache_dtype),
+                        ("--mamba-ssm-cache-dtype", s.mamba_ssm_cache_dtype)):
+        if value is not None:
+            _check_mamba_dtype(flag, value, rules, version)
     _check_graph_flags(s, rules, version)
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
@@ -114,6 +118,17 @@ def _check_mamba_cache_mode(mode: str, rules: VllmRules, version: str) -> None:
         shown = ", ".join(repr(c) for c in rules.mamba_mode_choices)
         raise UsageError(f"vllm serve: error: argument --mamba-cache-mode: invalid choice: "
                          f"{mode!r} (choose from {shown})", where="--mamba-cache-mode")
+
+
+def _check_mamba_dtype(flag: str, value: str, rules: VllmRules, version: str) -> None:
+    """--mamba-cache-dtype / --mamba-ssm-cache-dtype: 0.10.1+, the release's MambaDType."""
+    if not rules.mamba_dtype_choices:
+        raise UsageError(f"vllm serve: error: unrecognized arguments: {flag} {value}", where=flag,
+                         fix=f"vLLM {version} has no such flag (0.10.1+)")
+    if value not in rules.mamba_dtype_choices:
+        shown = ", ".join(repr(c) for c in rules.mamba_dtype_choices)
+        raise UsageError(f"vllm serve: error: argument {flag}: invalid choice: {value!r} "
+                         f"(choose from {shown})", where=flag)
 
 
 def check_backend_block_size(spec: ModelSpec, s: Settings, rules: VllmRules,

@@ -197,6 +197,7 @@ _KEY_SETTINGS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_u
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens", "dtype",
                  "kv_cache_dtype", "block_size", "enforce_eager", "quantization",
                  "kv_cache_memory_bytes", "num_gpu_blocks_override", "mamba_cache_mode",
+                 "mamba_cache_dtype", "mamba_ssm_cache_dtype",
                  "cudagraph_mode", "optimization_level", "compilation_mode",
                  "cudagraph_capture_sizes", "cuda_graph_sizes", "max_cudagraph_capture_size",
                  "performance_mode")

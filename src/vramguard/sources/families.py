@@ -90,8 +90,11 @@ def build_gdn(a: Arch) -> Body:
     dv = t.int("linear_value_head_dim", hi=LIMITS["hidden"])
     k = t.int("linear_conv_kernel_dim", default=4, hi=1024)
     conv_dim = 2 * nk * dk + nv * dv
+    # NOTE: Qwen3.5's config hook hands vLLM its `mamba_ssm_dtype` (0.17+); Qwen3-Next has none.
+    qwen35 = a.model_type.startswith("qwen3_5")
     state = MambaState(kind="gdn", conv_shape=(conv_dim, k - 1), ssm_shape=(nv, dv, dk),
-                       ssm_dtype=t.str("mamba_ssm_dtype"))
+                       ssm_dtype=t.str("mamba_ssm_dtype") if qwen35 else None,
+                       ssm_hook="qwen3_5" if qwen35 else None)
     mixer = (h * (conv_dim + nv * dv + 2 * nv) + conv_dim * k + 2 * nv + dv + nv * dv * h)
     moe = moe_of(a)
     mask = moe_layer_mask(a, moe)
@@ -112,14 +115,15 @@ def build_gdn(a: Arch) -> Body:
 
 # ---- Mamba hybrids --------------------------------------------------------------------------
 def mamba2_layer(a: Arch, *, heads: int, head_dim: int, state: int, groups: int, conv: int,
-                 conv_bias: bool = True, ssm_dtype: str | None = None) -> tuple[int, MambaState]:
+                 conv_bias: bool = True, ssm_dtype: str | None = None,
+                 ssm_hook: str | None = None) -> tuple[int, MambaState]:
     h = a.hidden
     inner = heads * head_dim
     conv_dim = inner + 2 * groups * state
     params = (h * (inner + conv_dim + heads) + conv_dim * conv + (conv_dim if conv_bias else 0)
               + 3 * heads + inner + inner * h)
     st = MambaState(kind="mamba2", conv_shape=(conv_dim, conv - 1), ssm_shape=(heads, head_dim, state),
-                    ssm_dtype=ssm_dtype)
+                    ssm_dtype=ssm_dtype, ssm_hook=ssm_hook)
     return params, st
 
 
@@ -211,7 +215,8 @@ def _nemotron_h(a: Arch, moe) -> Body:
                              state=t.int("ssm_state_size", hi=65536),
                              groups=t.int("n_groups", default=1, hi=LIMITS["heads"]),
                              conv=t.int("conv_kernel", default=4, hi=1024),
-                             conv_bias=t.bool("use_conv_bias", default=True), ssm_dtype="float32")
+                             conv_bias=t.bool("use_conv_bias", default=True),
+                             ssm_dtype=t.str("mamba_ssm_cache_dtype"), ssm_hook="nemotron_h")
     layers = []
     for ch in pattern[:a.num_layers]:
         att = AttentionSpec(kind=NONE)
@@ -291,8 +296,7 @@ def build_minimax_linear(a: Arch) -> Body:
     types = t.int_list("attn_type_list", lo=0, hi=1) or [1] * a.num_layers
     moe = moe_of(a)
     d = a.head_dim
-    lin_state = MambaState(kind="linear_attention", conv_shape=(), ssm_shape=(a.heads, d, d),
-                           ssm_dtype="float32")
+    lin_state = MambaState(kind="linear_attention", conv_shape=(), ssm_shape=(a.heads, d, d))
     layers = []
     for i in range(a.num_layers):
         if i < len(types) and types[i] == 0:

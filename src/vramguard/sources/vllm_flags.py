@@ -13,6 +13,7 @@ POS_INT, HUMAN_INT, FLOAT_FRAC, FLOAT_NONNEG, CHOICE, STR, BOOL, TRIBOOL, JSON, 
 COMPILE, INT_LIST = "compile", "int_list"      # sources/vllm_compile.py
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")     # by release: core/validation.py
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "fp8", "fp8_e4m3",
                    "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4", "int8")
 # Quantization methods across vLLM versions; an unlisted method is accepted with a note
@@ -76,6 +77,8 @@ FLAGS: dict[str, Flag] = {
     "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
     "--mamba-cache-mode": Flag("mamba_cache_mode", CHOICE, choices=("none", "align", "all")),
+    "--mamba-cache-dtype": Flag("mamba_cache_dtype", CHOICE, choices=MAMBA_DTYPES),
+    "--mamba-ssm-cache-dtype": Flag("mamba_ssm_cache_dtype", CHOICE, choices=MAMBA_DTYPES),
     "--max-cudagraph-capture-size": Flag("max_cudagraph_capture_size", POS_INT, 1, 1 << 20),
     "--cudagraph-capture-sizes": Flag("cudagraph_capture_sizes", INT_LIST),
     "--cuda-graph-sizes": Flag("cuda_graph_sizes", INT_LIST),           # vLLM 0.9-0.12
@@ -183,7 +186,7 @@ IGNORED_MULTI = frozenset("""
 # and the plan says so in its assumptions (value-taking; switches are in UNMODELED_BOOL).
 UNMODELED_VALUE = frozenset("""
 --max-seq-len-to-capture
---max-context-len-to-capture --mamba-cache-dtype --mamba-ssm-cache-dtype
+--max-context-len-to-capture
 --mamba-block-size --mamba-config --limit-mm-per-prompt --kv-offloading-size
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
 --offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
