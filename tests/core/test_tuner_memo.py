@@ -89,7 +89,9 @@ def random_settings(rng: random.Random) -> Settings:
                          ("compilation_mode", (0, 3)),
                          ("cudagraph_mode", ("NONE", "PIECEWISE", "FULL_DECODE_ONLY")),
                          ("cudagraph_capture_sizes", ((1, 2, 4, 8), (16, 4096))),
-                         ("max_cudagraph_capture_size", (64, 256))):
+                         ("max_cudagraph_capture_size", (64, 256)),
+                         ("mamba_cache_dtype", ("float32",)),
+                         ("mamba_ssm_cache_dtype", ("float32", "float16"))):
         if rng.random() < 0.25:
             ch[name] = pick(values)
     if ch.get("max_num_batched_tokens") and ch.get("max_num_seqs", 0) > ch["max_num_batched_tokens"]:
@@ -173,6 +175,9 @@ SWEEP = {
     "disable_custom_all_reduce": (True,), "entrypoint": ("llm",),
     "language_model_only": (True,), "skip_mm_profiling": (True,),
     "enable_prefix_caching": (False, True), "async_scheduling": (False, True),
+    "mamba_cache_dtype": ("float32",), "mamba_ssm_cache_dtype": ("float32",),
+    "optimization_level": (0,), "compilation_mode": (0,), "cudagraph_mode": ("PIECEWISE",),
+    "cudagraph_capture_sizes": ((1, 2, 4),), "performance_mode": ("throughput",),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
                 "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b",
