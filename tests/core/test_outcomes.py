@@ -25,6 +25,12 @@ def test_weights_do_not_fit():
     assert p.fixes[0].flags == {"--tensor-parallel-size": "2"}
     p = plan(llama31_8b(), Settings(max_model_len=4096), small, vllm_version="0.12.0")
     assert p.outcome.message.startswith("CUDA out of memory")     # logged from 0.13 only
+    # torch's text at the failing allocation: what the weights still need, nothing left free
+    # (it said the whole free memory was free, beside an allocation larger than the rest)
+    need = p.tightest.weights.value_bytes - p.tightest.free_at_start.value_bytes
+    assert p.outcome.message == (f"CUDA out of memory. Tried to allocate {need / GIB:.2f} GiB. "
+                                 "GPU 0 has a total capacity of 10.00 GiB of which 0.00 GiB is "
+                                 "free.")
 
 
 def test_profile_run_oom():

@@ -439,7 +439,11 @@ class _Walk(PlanReport):
         for st in self.stages:
             W = st.weights.value_bytes
             if W + extra > self.F:
-                torch = msg.torch_oom_text(min(W, max(W - self.F, 1 << 20)), self.T, self.F)
+                # NOTE: the load fails where the weights outgrow the free memory: what is left
+                # to allocate then, with the rest of the free memory already taken.
+                need = W + extra
+                tried = min(need, max(need - self.F, 1 << 20))
+                torch = msg.torch_oom_text(tried, self.T, self.F - (need - tried))
                 self._failed(F.WEIGHTS_OOM, msg.weights_oom_message(torch)
                              if self.rules.msg_load_failure else torch)
                 return
