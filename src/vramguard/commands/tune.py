@@ -165,7 +165,6 @@ def make_request(opts: Options):
     """Parse everything and build the TuneRequest. Returns (request, model ref, notes)."""
     from dataclasses import replace
 
-    from ..core.provenance import GIB
     from ..core.tuner import TuneRequest
     from ..errors import UsageError
     from ._options import number

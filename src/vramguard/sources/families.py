@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..core.model import (CSA, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, LayerParams,
-                          LayerSpec, MambaState)
+from ..core.model import (CSA, FULL, MAMBA, MLA, NONE, AttentionSpec, LayerParams, LayerSpec,
+                          MambaState)
 from ._fields import LIMITS
 from .layers import (Arch, Body, attn_params, attention_spec, ffn_params, layer_kinds, mlp_params,
                      moe_layer_mask, moe_of, moe_params, qk_norm_params, standard_body)
