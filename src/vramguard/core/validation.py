@@ -61,12 +61,13 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
                          f"(got {version})", where="--kv-cache-memory-bytes")
     if s.block_size is not None:
         _check_block_size(s.block_size, rules, version)
-    if s.mamba_cache_mode is not None:
-        _check_mamba_cache_mode(s.mamba_cache_mode, rules, version)
-    for flag, value in (("--mamba-cache-dtype", s.mamba_cache_dtype),
-                        ("--mamba-ssm-cache-dtype", s.mamba_ssm_cache_dtype)):
+    for flag, value, choices, since in (
+            ("--mamba-cache-mode", s.mamba_cache_mode, rules.mamba_mode_choices, "0.15"),
+            ("--mamba-cache-dtype", s.mamba_cache_dtype, rules.mamba_dtype_choices, "0.10.1"),
+            ("--mamba-ssm-cache-dtype", s.mamba_ssm_cache_dtype, rules.mamba_dtype_choices,
+             "0.10.1")):
         if value is not None:
-            _check_mamba_dtype(flag, value, rules, version)
+            _check_choice(flag, value, choices, version, since)
     _check_graph_flags(s, rules, version)
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
@@ -78,21 +79,15 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
 def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
     """CUDA-graph flags the release does not have: argparse's error."""
     if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
-        raise UsageError("vllm serve: error: unrecognized arguments: "
-                         f"--max-cudagraph-capture-size {s.max_cudagraph_capture_size}",
-                         where="--max-cudagraph-capture-size",
-                         fix=f"vLLM {version} ({rules.engine}) has no such flag "
-                             "(V1 0.11.1+)")
+        raise _unrecognized("--max-cudagraph-capture-size", s.max_cudagraph_capture_size,
+                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11.1+)")
     if s.performance_mode is not None and not rules.performance_mode_flag:
-        raise UsageError("vllm serve: error: unrecognized arguments: "
-                         f"--performance-mode {s.performance_mode}", where="--performance-mode",
-                         fix=f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
+        raise _unrecognized("--performance-mode", s.performance_mode,
+                            f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
-        sizes = " ".join(str(x) for x in s.cuda_graph_sizes)
-        raise UsageError(f"vllm serve: error: unrecognized arguments: --cuda-graph-sizes {sizes}",
-                         where="--cuda-graph-sizes",
-                         fix=f"vLLM {version} has no such flag (0.9-0.12); use "
-                             "--cudagraph-capture-sizes (0.11.1+)")
+        raise _unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
+                            f"vLLM {version} has no such flag (0.9-0.12); use "
+                            "--cudagraph-capture-sizes (0.11.1+)")
 
 
 def _check_block_size(block: int, rules: VllmRules, version: str) -> None:
@@ -108,25 +103,20 @@ def _check_block_size(block: int, rules: VllmRules, version: str) -> None:
                          fix="Use a positive multiple of 16")
 
 
-def _check_mamba_cache_mode(mode: str, rules: VllmRules, version: str) -> None:
-    """--mamba-cache-mode exists from 0.15; "all" is not a choice from 0.32."""
-    if not rules.mamba_mode_choices:
-        raise UsageError(f"vllm serve: error: unrecognized arguments: --mamba-cache-mode {mode}",
-                         where="--mamba-cache-mode",
-                         fix=f"vLLM {version} has no such flag (0.15+)")
-    if mode not in rules.mamba_mode_choices:
-        shown = ", ".join(repr(c) for c in rules.mamba_mode_choices)
-        raise UsageError(f"vllm serve: error: argument --mamba-cache-mode: invalid choice: "
-                         f"{mode!r} (choose from {shown})", where="--mamba-cache-mode")
+def _unrecognized(flag: str, value: object, fix: str) -> UsageError:
+    """argparse's error for a flag the release does not have."""
+    return UsageError(f"vllm serve: error: unrecognized arguments: {flag} {value}", where=flag,
+                      fix=fix)
 
 
-def _check_mamba_dtype(flag: str, value: str, rules: VllmRules, version: str) -> None:
-    """--mamba-cache-dtype / --mamba-ssm-cache-dtype: 0.10.1+, the release's MambaDType."""
-    if not rules.mamba_dtype_choices:
-        raise UsageError(f"vllm serve: error: unrecognized arguments: {flag} {value}", where=flag,
-                         fix=f"vLLM {version} has no such flag (0.10.1+)")
-    if value not in rules.mamba_dtype_choices:
-        shown = ", ".join(repr(c) for c in rules.mamba_dtype_choices)
+def _check_choice(flag: str, value: str, choices: tuple[str, ...], version: str,
+                  since: str) -> None:
+    """A choice flag as argparse checks it: absent before `since` (no `choices`), else one of
+    the release's `choices` (--mamba-cache-mode 0.15+, --mamba-cache-dtype 0.10.1+, ...)."""
+    if not choices:
+        raise _unrecognized(flag, value, f"vLLM {version} has no such flag ({since}+)")
+    if value not in choices:
+        shown = ", ".join(repr(c) for c in choices)
         raise UsageError(f"vllm serve: error: argument {flag}: invalid choice: {value!r} "
                          f"(choose from {shown})", where=flag)
 
