@@ -180,6 +180,24 @@ def test_engines_and_defaults():
     assert parse_version("v0.11") == (0, 11, 0)
 
 
+
+@pytest.mark.parametrize("engine", [None, "v0", "v1", "V1"])
+def test_row_lookup_equals_a_scan_of_the_table(engine):
+    """`resolve_rules` bisects each engine's rows: the same row as scanning the table in
+    order (the first row covering the release picks the default engine)."""
+    newest = parse_version(NEWEST_VERSION)
+    for minor in range(4, 40):
+        for patch in range(6):
+            v = min((0, minor, patch), newest)
+            eng = engine or next(r.default_engine for r in VERSION_TABLE if r.covers(v))
+            want = next((r for r in VERSION_TABLE if r.engine == eng.lower() and r.covers(v)),
+                        None)
+            if want is None:
+                with pytest.raises(UsageError, match="has no"):
+                    resolve_rules(f"0.{minor}.{patch}", engine)
+            else:
+                assert resolve_rules(f"0.{minor}.{patch}", engine) is want
+
 def test_v1_falls_back_to_v0_below_cc80_in_08_to_010():
     v100 = GpuSpec(name="V100-32GB", total_bytes=int(31.74 * GIB), compute_capability=(7, 0))
     spec = dense(max_pos=4096, rope={"rope_type": "default"})

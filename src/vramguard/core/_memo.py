@@ -154,7 +154,9 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None):
     """`rules.resolve_rules`, cached on (version, engine). Errors are not cached."""
     if not _enabled:
         return _rules.resolve_rules(vllm_version, engine)
-    return _rules_cached(vllm_version, engine)
+    # NOTE: no version is the newest: one entry for both spellings (the tuner asks with
+    # None, the planner with the version it defaults to).
+    return _rules_cached(vllm_version or _rules.NEWEST_VERSION, engine)
 
 
 def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=None):
