@@ -97,12 +97,12 @@ def test_pasted_command_pins(capsys):
     assert "--kv-cache-dtype fp8" in doc["recommended"]["command"]
 
 
-@pytest.mark.parametrize("version, yaml_key", [("0.33.0", "optimization-level"),
-                                               ("0.11.0", "compilation-config")])
-def test_compilation_pins_round_trip(capsys, version, yaml_key):
+@pytest.mark.parametrize("version", ["0.33.0", "0.11.1", "0.11.0"])
+def test_compilation_pins_round_trip(capsys, version):
     """Pinned CUDA-graph flags stay on the command and in the --config YAML, and both parse
-    back to the same settings (-O has no YAML key: --optimization-level from 0.12, the
-    compilation level before)."""
+    back to the same settings. Before 0.12 `-O` was --compilation-config itself (so the
+    level goes inside the JSON, not beside it); before 0.11.1 the key was "level" and the
+    capture sizes had no flag of their own."""
     import yaml
 
     from vramguard.sources.vllm_args import settings_from_mapping
@@ -112,16 +112,22 @@ def test_compilation_pins_round_trip(capsys, version, yaml_key):
                        "-1" if version == "0.33.0" else "4096")
     assert rc == 0, err
     rec = json.loads(out)["recommended"]
+    level = {"0.33.0": (0, None), "0.11.1": (None, 0), "0.11.0": (None, 0)}[version]
+    conf = {"0.33.0": None, "0.11.1": {"mode": 0},
+            "0.11.0": {"cudagraph_capture_sizes": [1, 2, 4], "level": 0}}[version]
     again = parse_vllm_command(rec["command"]).settings
-    assert (again.optimization_level, again.cudagraph_capture_sizes) == (0, (1, 2, 4))
+    assert (again.optimization_level, again.compilation_mode) == level
+    assert again.cudagraph_capture_sizes == (1, 2, 4)
+    assert rec["command"].count("-O") == (version == "0.33.0")
     assert rec["plan"]["per_gpu"]["cuda_graph_bytes"] == 0
     doc = yaml.safe_load(rec["config_yaml"])
-    assert yaml_key in doc and doc["cudagraph-capture-sizes"] == [1, 2, 4]
+    assert json.loads(doc.get("compilation-config", "null")) == conf
+    assert doc.get("cudagraph-capture-sizes") == (None if version == "0.11.0" else [1, 2, 4])
+    assert ("optimization-level" in doc) == (version == "0.33.0")
     doc.pop("model")
     from_yaml = settings_from_mapping(doc)
     assert from_yaml.cudagraph_capture_sizes == (1, 2, 4)
-    assert (from_yaml.optimization_level, from_yaml.compilation_mode) == \
-        ((0, None) if version == "0.33.0" else (None, 0))
+    assert (from_yaml.optimization_level, from_yaml.compilation_mode) == level
     if version == "0.33.0":
         assert doc["max-model-len"] == -1 or doc["max-model-len"] == "auto"
 

@@ -26,7 +26,7 @@ _NO_POOL = ("weights_oom", "profile_run_oom", "free_memory_below_request")   # b
 def command_args(opt: Option) -> list[str]:
     """The option's flags as vLLM argv (model excluded)."""
     from ..sources.vllm_args import settings_to_args
-    return settings_to_args(opt.settings)
+    return settings_to_args(opt.settings, version=opt.plan.vllm_version)
 
 
 def command_for(opt: Option, model: str) -> str:
@@ -52,8 +52,10 @@ def config_yaml(opt: Option, model: str) -> str:
         while j < len(args) and not _FLAG_TOKEN.match(args[j]):
             j += 1              # NOTE: flags such as --cudagraph-capture-sizes take several
         values = args[i + 1:j]
-        if key == "O" and values:
-            key, values = _optimization_key(opt, values[0])
+        if key == "O":
+            # NOTE: `-O N` has no YAML key of its own; it is only written for 0.12+, where
+            # it is --optimization-level (before, the level goes in the compilation config).
+            key = "optimization-level"
         if len(values) > 1:
             lines.append(f"{key}: [{', '.join(_yaml_scalar(v) for v in values)}]")
         elif values:
@@ -65,15 +67,6 @@ def config_yaml(opt: Option, model: str) -> str:
 
 
 _FLAG_TOKEN = re.compile(r"-{1,2}[A-Za-z]")      # not a value such as -1
-
-
-def _optimization_key(opt: Option, level: str) -> tuple[str, list[str]]:
-    """`-O N` has no YAML key of its own: --optimization-level from vLLM 0.12, before that
-    the compilation level (`-O N` was `--compilation-config` then)."""
-    from ..core.rules import parse_version
-    if parse_version(opt.plan.vllm_version) >= (0, 12, 0):
-        return "optimization-level", [level]
-    return "compilation-config", [json.dumps({"level": int(level)})]
 
 
 def _yaml_scalar(text: str) -> str:

@@ -301,11 +301,14 @@ def flag_for(name: str) -> str:
     return FIELD_TO_FLAG.get(name, "--" + name.replace("_", "-"))
 
 
-def settings_to_args(settings: Settings, overrides: dict[str, object] | None = None) -> list[str]:
+def settings_to_args(settings: Settings, overrides: dict[str, object] | None = None,
+                     version: str | None = None) -> list[str]:
     """The flags in `settings.user_set` as vLLM argv, with `overrides` (flag or field name
-    -> value; True or "" for a switch, False to turn it off) on top. Model excluded."""
+    -> value; True or "" for a switch, False to turn it off) on top. Model excluded.
+    `version`: the release the line is for (compilation-config keys differ before 0.11.1;
+    default the newest)."""
     from .vllm_launch import settings_to_args as write
-    return write(settings, overrides)
+    return write(settings, overrides, version)
 
 
 def command_with(cmd: VllmCommand, overrides: dict[str, object] | None = None) -> str:

@@ -132,8 +132,26 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in ("--num-speculative-tokens", "--spec-tokens",
                                                 "--speculative-config", "--compilation-config")}
-# NOTE: written back as one --compilation-config JSON (vLLM 0.11.1+ key names).
+# NOTE: written back as one --compilation-config JSON, with the key names of the release
+# (`_compilation_keys`).
 _COMPILATION_KEYS = {"compilation_mode": "mode", "cudagraph_mode": "cudagraph_mode"}
+
+
+def _compilation_keys(version: str | None) -> dict[str, str]:
+    """Settings fields written inside --compilation-config for `version` (None: newest).
+
+    NOTE: before 0.12 `-O` was `--compilation-config` itself (an int: the level), so `-O N`
+    beside a JSON config would replace it: the level goes in the JSON. Before 0.11.1 the
+    config's "mode" was "level" and the capture sizes had no flag of their own."""
+    from ..core.rules import parse_version
+    v = parse_version(version) if version is not None else None
+    if v is None or v >= (0, 12, 0):
+        return _COMPILATION_KEYS
+    if v >= (0, 11, 1):
+        return {**_COMPILATION_KEYS, "optimization_level": "mode"}
+    return {"optimization_level": "level", "compilation_mode": "level",
+            "cudagraph_mode": "cudagraph_mode",
+            "cudagraph_capture_sizes": "cudagraph_capture_sizes"}
 _FIELD_ORDER = {spec.field: n for n, spec in enumerate(FLAGS.values())}
 
 
@@ -164,17 +182,22 @@ def flag_tokens(values: dict[str, object]) -> tuple[set[str], list[str]]:
     return named, out
 
 
-def settings_to_args(settings, overrides: dict[str, object] | None = None) -> list[str]:
+def settings_to_args(settings, overrides: dict[str, object] | None = None,
+                     version: str | None = None) -> list[str]:
     """See `vllm_args.settings_to_args`."""
     values: dict[str, object] = {}
+    keys = _compilation_keys(version)
     for name in sorted(settings.user_set, key=lambda f: _FIELD_ORDER.get(f, len(FLAGS))):
         if name in ("model", "max_model_len_auto", "entrypoint"):
             continue
         if name == "max_model_len" and settings.max_model_len_auto:
             values["--max-model-len"] = "auto"
-        elif name in _COMPILATION_KEYS:
+        elif name in keys:
+            if name == "optimization_level" and "compilation_mode" in settings.user_set:
+                continue        # NOTE: both are the level before 0.12: the config's wins
             conf = json.loads(str(values.get("--compilation-config") or "{}"))
-            conf[_COMPILATION_KEYS[name]] = getattr(settings, name)
+            value = getattr(settings, name)
+            conf[keys[name]] = list(value) if isinstance(value, tuple) else value
             values["--compilation-config"] = json.dumps(conf)
         elif name == "optimization_level":
             values["-O"] = settings.optimization_level
