@@ -265,7 +265,11 @@ def test_assumptions_say_why_graphs_sampler_and_non_torch_are_what_they_are():
     assert "dummy rejection sampler holds ~7 fp32 copies" in text
     assert "custom all-reduce memory counted" in text
     text = " ".join(plan(llama31_8b(), s, H100, vllm_version="0.11.0").assumptions)
-    assert "no custom all-reduce memory counted" in text and "captured twice" not in text
+    assert "set up before vLLM's snapshot: only a quarter" in text
+    assert "captured twice" not in text
+    off = " ".join(plan(llama31_8b(), s.with_(disable_custom_all_reduce=True), H100,
+                        vllm_version="0.11.0").assumptions)
+    assert "no custom all-reduce memory counted (turned off" in off
     one = " ".join(plan(llama31_8b(), Settings(max_model_len=8192), H100,
                         vllm_version="0.24.0").assumptions)
     assert "all-reduce" not in one and "rejection" not in one and "captured twice" not in one

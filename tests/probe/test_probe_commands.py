@@ -92,7 +92,7 @@ def test_peer_link_decides_the_custom_all_reduce_memory(machine, capsys):
     an unknown link falls back to the GPU's class (H100: on). The check says which."""
     from vramguard.core import activation as act
     full = act.NON_TORCH_BASE + act.NON_TORCH_TP
-    small = act.NON_TORCH_BASE + act.NON_TORCH_TP // 4
+    small = act.NON_TORCH_BASE          # NOTE: no custom all-reduce: no TP share in N
     argv = ("--vllm-version", "0.19.0", MODEL, "-tp", "2", "--max-model-len", "8192")
     seen = {}
     for link in ("nvlink", "p2p", "none", None):

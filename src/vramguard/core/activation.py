@@ -166,10 +166,19 @@ def sampler_warmup_bytes(spec: ModelSpec, num_reqs: int, profile_copies: float =
 
 
 def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True,
-                    cublas_in_context: bool = False) -> int:
+                    cublas_in_context: bool = False, custom_all_reduce_runs: bool = True) -> int:
     """Non-torch growth `N` during profiling on one rank (`cublas_in_context`: 0.33 creates
-    the cuBLAS handles before the snapshot, so they are in the context, not in `N`)."""
-    extra = NON_TORCH_TP if tp > 1 and custom_all_reduce else (NON_TORCH_TP // 4 if tp > 1 else 0)
+    the cuBLAS handles before the snapshot, so they are in the context, not in `N`).
+
+    TP > 1: `custom_all_reduce` (its memory lands in `N`) adds the full TP share; a custom
+    all-reduce that runs but is set up outside the profiling window a quarter of it; none
+    (`custom_all_reduce_runs` False: PCIe parts, --disable-custom-all-reduce) nothing.
+    NOTE: TP groups without custom all-reduce logged no TP share in `N` (0.8.5 v0 TP4 on
+    PCIe Turing cards: 0.2 GiB; 0.11.1 TP4 on A30s: 0.09 GiB)."""
+    if tp <= 1 or not custom_all_reduce_runs:
+        extra = 0
+    else:
+        extra = NON_TORCH_TP if custom_all_reduce else NON_TORCH_TP // 4
     return NON_TORCH_BASE + extra - (CUBLAS_BEFORE_SNAPSHOT if cublas_in_context else 0)
 
 

@@ -373,11 +373,13 @@ class PlanReport:
                    if self.rules.allreduce_in_n == "graph_probe"
                    else "set up inside the profiling window")
             return f"; custom all-reduce memory counted: {why}"
-        if self.gpu.peer_link is not None and not custom_all_reduce_runs(self.s, self.gpu):
+        if custom_all_reduce_runs(self.s, self.gpu):
+            return ("; custom all-reduce set up before vLLM's snapshot: only a quarter of its "
+                    "TP share counted")
+        if self.gpu.peer_link is not None:
             return (f"; no custom all-reduce memory counted: vLLM turns it off on these GPUs "
                     f"(measured peer link: {self.gpu.peer_link})")
-        return "; no custom all-reduce memory counted (off, not NVLink-class, or set up before " \
-               "vLLM's snapshot)"
+        return "; no custom all-reduce memory counted (turned off, or not NVLink-class GPUs)"
 
     def _fixes(self, cap: KvCapacity | None) -> tuple[Fix, ...]:
         if self.fail is None:

@@ -111,6 +111,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     eager = bool(s.enforce_eager) or device == "cpu"
     graph_mode = cudagraph_mode(s, rules, device)
     custom_ar = custom_all_reduce_in_n(s, rules, gpu, graph_mode == "NONE")
+    ar_runs = custom_all_reduce_runs(s, gpu)
     # NOTE: the Mamba cache mode decides the runner, the runner the sampler copies: each once.
     mamba_mode = mamba_cache_mode(spec, s, rules)
     v2 = model_runner_v2(spec, s, rules, mamba_mode)
@@ -130,7 +131,8 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
                                 "parameters x bytes per rank + RoPE cache")
         n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar,
-                                                    cublas_in_context=rules.cublas_before_snapshot),
+                                                    cublas_in_context=rules.cublas_before_snapshot,
+                                                    custom_all_reduce_runs=ar_runs),
                                 act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
