@@ -1,9 +1,9 @@
 """The vLLM version table: every behaviour that changes between releases, as data.
 
 `VERSION_TABLE` holds one frozen `VllmRules` row per (version range, engine). It is built
-from `_CHANGES`, a chronological list of "from version X on, for engine E, these fields
-change" entries (each with the reference section that says so), so that a reader can see
-what changed when. Code elsewhere reads fields of the resolved row; it never compares
+from `_CHANGES` (the data, in core/rules_changes.py), a chronological list of "from version
+X on, for engine E, these fields change" entries (each with the reference section that says
+so), so that a reader can see what changed when. Code elsewhere reads fields of the resolved row; it never compares
 version numbers itself.
 
 References (§n) are to docs of vLLM memory semantics (shared reference, sections 1-11).
@@ -15,6 +15,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, fields, replace
 
 from .errors import UsageError
+from .rules_changes import CHANGES
 
 NEWEST_VERSION = "0.33.0"
 OLDEST_VERSION = "0.4.0"
@@ -239,239 +240,8 @@ class VllmRules:
         return self.since <= v and (self.until is None or v < self.until)
 
 
-# (version, engines, changes, why). "both" applies to v0 and v1 rows alike.
-_CHANGES: tuple[tuple[str, str, dict, str], ...] = (
-    ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
-    ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
-    ("0.5.0", "both", {"block_size_choices": (8, 16, 32)},
-     "--block-size choices (engine/arg_utils.py)"),
-    ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
-     "multimodal profile run: sequences = tokens // max mm tokens (model_runner.profile_run)"),
-    ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
-    ("0.6.0", "both", {"block_size_prog": "vllm serve"}, "the `vllm serve` entry point"),
-    ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
-    ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
-     "--block-size choices (engine/arg_utils.py)"),
-    ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
-     "0.6.4 charges everything on the GPU (§1a)"),
-    ("0.6.5", "v0", {"whole_gpu": False, "log_available": "v0_profile"},
-     "u*T - (W + A + N), per instance (§1a)"),
-    ("0.6.5", "v0", {"v0_mamba_slots": "eager_8194"},
-     "Mamba state: 8192 + 2 slots with --enforce-eager (models/mamba_cache.py)"),
-    ("0.7.0", "v1", {"whole_gpu": True, "mla_supported": True, "hybrid_kv_manager": False,
-                     "msg_fit": "v1_070", "log_capacity": "v1_070",
-                     "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
-     "v1 opt-in; whole-GPU budget (§1a)"),
-    ("0.7.0", "v1", {"block_size_16": "fa"},
-     "v1 FlashAttention: 'Block size must be a multiple of 16.' (v1/attention/backends)"),
-    ("0.7.0", "v1", {"kv_group_max_ratio": 1.0},
-     "hybrid / mixed-attention group size: the smallest layer count (kv_cache_utils.py "
-     "_get_kv_cache_groups_uniform_page_size, checked in 0.9.2-0.11.0)"),
-    ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
-     "v1 scheduler defaults (§9); v1 dummy sampler"),
-    ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
-    ("0.7.0", "v0", {"v0_mm_dropped_when_long": True},
-     "profiling.py: mm dummy data dropped when longer than the profiling sequence"),
-    ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
-    ("0.7.2", "v0", {"v0_mla_align_bytes": 256},
-     "MLA cache entries padded to 256 bytes on CUDA (worker/cache_engine.py align_to_256bytes)"),
-    ("0.7.3", "both", {"usage_metric": "vllm:gpu_cache_usage_perc"}, "v1 metrics (§12)"),
-    ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
-     "Mamba state: max_num_seqs slots with --enforce-eager"),
-    ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
-    ("0.8.0", "v0", {"v0_chunked_prefill_auto": False, "v0_mla_align_bytes": 0},
-     "auto chunked prefill ends (§9: 0.5.5-0.7.3); MLA entry padding removed"),
-    ("0.8.0", "both", {"default_engine": "v1", "v1_falls_back_below_cc80": True,
-                       "log_weights": "model_gb"}, "v1 default from 0.8.0 (§1a)"),
-    ("0.8.0", "v1", {"log_capacity": "two_lines", "tokens_formula": "blocks_x_b",
-                     "mla_block_hopper": 64, "sched_defaults": "v1_080"},
-     "two capacity lines (§1b), defaults (§9), FlashMLA blocks on Hopper (§4; "
-     "is_flashmla_supported: Hopper only)"),
-    ("0.8.0", "v1", {"v1_falls_back_for_mamba": True},
-     "Mamba/hybrid models fall back to v0 (arg_utils.py _is_v1_supported_oracle)"),
-    ("0.8.1", "v1", {"sched_defaults": "v1_081"}, "§9"),
-    ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
-     "dummy rejection sampler in the profile run (PR 14930)"),
-    ("0.8.3", "both", {"log_weights": "model_gib"}, "GiB in the weights line (§1b)"),
-    ("0.8.3", "v0", {"v0_mm_dropped_when_long": False},
-     "profiling.py keeps the mm dummy data (warning only)"),
-    ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
-    ("0.8.4", "v1", {"msg_fit": "v1_084", "estimate_max_len": "lost"}, "estimate bug (§6, §10)"),
-    ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
-     "--block-size choices from BlockSize = Literal[...] (config.py)"),
-    ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
-    ("0.9.0", "both", {"cuda_graph_sizes_flag": "max"},
-     "--cuda-graph-sizes: one value N captures 1, 2, 4 and multiples of 8 up to N, several "
-     "are the list (config.py SchedulerConfig, VllmConfig._set_cudagraph_sizes)"),
-    ("0.9.0", "v1", {"sched_defaults": "v1_090", "hybrid_kv_manager": True}, "§9"),
-    ("0.9.1", "v1", {"cudagraph_control": "use_cudagraph"},
-     "compilation config `use_cudagraph: false` captures no graphs (level still forced to 3)"),
-    ("0.9.1", "v1", {"whole_gpu": False, "free_memory_check": True, "msg_free_memory": "no_device",
-                     "msg_fit": "v1_091", "estimate_max_len": "yes", "log_available": "avail_2f",
-                     "concurrency_formula": "blocks_over_per_request",
-                     "log_capacity_per_worker": True}, "per-instance budget (§1a)"),
-    ("0.9.2", "both", {"tokenizer_cap": True}, "§7"),
-    ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
-    ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
-    ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
-     "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
-    ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
-     "--mamba-cache-dtype / --mamba-ssm-cache-dtype (config/cache.py MambaDType; "
-     "mamba_utils.py MambaStateDtypeCalculator)"),
-    ("0.10.1", "v1", {"cudagraph_control": "level"},
-     "cudagraph_mode (config/compilation.py): unset, NONE unless the compilation level is 3 "
-     "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
-    ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
-     "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
-    ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
-    ("0.10.2", "both", {"init_token_buffers": True},
-     "per-layer-embedding input buffer of multimodal Gemma-3n (gemma3n_mm.py)"),
-    ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
-     "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
-     "fallback removed)"),
-    ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
-                      "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
-     "v0 removed (§1a); heavier dummy sampler (fitted)"),
-    ("0.11.0", "v1", {"mla_block_blackwell": 128, "mla_block_sparse": 64},
-     "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
-    ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
-     "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
-    ("0.11.0", "v1", {"allreduce_in_n": "none"},
-     "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
-    ("0.11.0", "v1", {"gpt_oss_capture_override": True},
-     "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
-    ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
-     "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
-    ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
-    ("0.11.1", "v1", {"capture_max_flag": True, "cuda_graph_sizes_flag": "list"},
-     "--max-cudagraph-capture-size and --cudagraph-capture-sizes (a user list keeps the sizes "
-     "<= max_num_batched_tokens); --cuda-graph-sizes their deprecated alias "
-     "(config/vllm.py _set_cudagraph_sizes)"),
-    ("0.11.1", "v1", {"lora_graph_specialize": True},
-     "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
-    ("0.12.0", "v1", {"cudagraph_control": "opt"},
-     "-O N is --optimization-level (O0: no graphs); any graph mode without compilation mode 3 "
-     "becomes NONE (config/vllm.py __post_init__, OPTIMIZATION_LEVEL_00-03)"),
-    ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
-    ("0.12.0", "v1", {"block_size_choices": (1, 8, 16, 32, 64, 128, 256), "block_size_16": None},
-     "BlockSize gains 256; the selector falls back to FlexAttention (config/cache.py)"),
-    ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
-     "Model Runner V2 with VLLM_USE_V2_MODEL_RUNNER=1 only (envs.py); its weights line "
-     "'Model loading took %.4f GiB and %.6f seconds' (gpu/model_runner.py)"),
-    ("0.12.0", "v1", {"sched_clamp_by_len": True, "kv_group_max_ratio": 1.25},
-     "default batched tokens <= seqs x max_model_len, seqs <= tokens (arg_utils.py); hybrid "
-     "group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
-    ("0.13.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16"),
-                      "nemotron_ssm_default": "float16"},
-     "MambaDType gains float16; NemotronH's hook sets the SSM dtype from its config, else "
-     "float16 (models/config.py NemotronHForCausalLMConfig)"),
-    ("0.13.0", "v1", {"cudagraph_control": "opt_piecewise", "cuda_graph_sizes_flag": None},
-     "only graph modes that need piecewise compilation become NONE without it; "
-     "--cuda-graph-sizes removed (config/vllm.py, engine/arg_utils.py)"),
-    ("0.13.0", "v1", {"block_size_16": "no_common"},
-     "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
-    ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
-     "§10"),
-    ("0.14.0", "v1", {"request_ceil": True,
-                      "msg_free_memory": "device", "msg_fit": "v1_014",
-                      "group_aware_check": True, "auto_fit": True, "msg_autofit": True,
-                      "log_weights": "model_s", "log_available": "avail_s",
-                      "gib_two_decimals": False}, "ceil(u*T); messages via round() (§1a, §10)"),
-    ("0.14.0", "v1", {"log_weights_v2": "model_s_v2"},
-     "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
-    ("0.14.0", "v1", {"async_scheduling_default": True},
-     "async scheduling on by default when compatible (config/vllm.py)"),
-    ("0.15.0", "v1", {"mamba_cache_modes": True, "mamba_all_mode": True,
-                      "mamba_mode_choices": ("align", "all", "none")},
-     "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
-     "(config/cache.py, models/config.py MambaModelConfig)"),
-    ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
-     "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
-     "(platforms/cuda.py)"),
-    ("0.17.0", "v1", {"gdn_ssm_flag": True},
-     "Gated DeltaNet's SSM state follows --mamba-ssm-cache-dtype; Qwen3.5's hook passes its "
-     "config's mamba_ssm_dtype (qwen3_5.py, models/config.py)"),
-    ("0.17.0", "v1", {"performance_mode_flag": True},
-     "--performance-mode: throughput doubles the default batched tokens and sequences "
-     "(engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args); interactivity "
-     "captures sizes 1-32 one by one (config/vllm.py _set_cudagraph_sizes)"),
-    ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
-     "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
-    ("0.18.0", "v1", {"mla_flashinfer_nope": (64, 128, 192), "mla_block_flashinfer": 32,
-                      "mla_block_hopper": 16},
-     "MLA block size from the chosen backend's kernel sizes (update_block_size_for_backend): "
-     "FLASHINFER_MLA [32, 64] -> 32 on Blackwell, FLASH_ATTN_MLA MultipleOf(16) on Hopper"),
-    ("0.18.0", "v1", {"block_size_choices": None, "block_size_16": None},
-     "block_size: SkipValidation[int] (config/cache.py); 0.18 backends not checked"),
-    ("0.18.0", "v1", {"kv_group_max_ratio": 1.5}, "hybrid group-size threshold 1.5 "
-     "(kv_cache_utils.py, checked in the 0.18-0.33 wheels)"),
-    ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,
-                      "allreduce_in_n": "graph_probe"},
-     "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
-    ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
-    ("0.20.0", "v1", {"nemotron_ssm_default": "float32"},
-     "NemotronH's default SSM dtype float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE)"),
-    ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
-                      "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
-    ("0.21.0", "v1", {"block_size_16": "none"},
-     "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
-    ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
-     "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
-    ("0.22.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16", "bfloat16")},
-     "MambaDType gains bfloat16"),
-    ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
-    ("0.22.0", "v1", {"model_runner_v2": "archs", "v2_archs": frozenset({"Qwen3ForCausalLM"}),
-                      "v2_dense_unquantized_only": True},
-     "Model Runner V2 by default for Qwen3 (not MoE, not quantized; config/vllm.py)"),
-    ("0.23.0", "v1", {"v2_archs": frozenset({"LlamaForCausalLM", "MistralForCausalLM",
-                                             "Qwen3ForCausalLM"})},
-     "Model Runner V2 by default for Llama, Mistral, Qwen3 (config/vllm.py)"),
-    ("0.23.0", "v1", {"block_size_positive": True},
-     "block_size: int = Field(gt=0) (config/cache.py)"),
-    ("0.24.0", "v1", {"v2_dense_unquantized_only": False, "v2_archs": frozenset({
-        "LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
-        "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
-     "Model Runner V2 by default for six architectures, MoE and quantized too (config/vllm.py)"),
-    ("0.25.0", "v1", {"model_runner_v2": "dense", "v2_archs": frozenset({
-        "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
-     "Model Runner V2 default for dense models and three MoE architectures (PR 44443)"),
-    ("0.26.0", "v1", {"v2_archs": frozenset({
-        "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
-        "InklingForCausalLM", "InklingForConditionalGeneration",
-        "LongcatFlashNgramForCausalLM"})}, "two more V2 architectures (config/vllm.py)"),
-    ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
-    ("0.26.0", "v1", {"graph_probe_rocm": True},
-     "CUDA-graph memory probe on ROCm too (gpu_worker.py is_cuda_alike, PR 44825)"),
-    ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
-    ("0.27.0", "v1", {"csa_grouping": "packed"},
-     "DeepSeek-V4: sliding pages no longer padded; unweighted concurrency (kv_cache_utils.py)"),
-    ("0.28.0", "v1", {"log_weights_v2": None}, "V2 prints 'GiB memory' like V1"),
-    ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
-    ("0.28.0", "v1", {"hybrid_prefix_caching_default": True},
-     "prefix caching on for hybrid models: mamba_cache_mode 'align' (arg_utils.py)"),
-    ("0.28.0", "v1", {"mamba_all_mode": False},
-     "prefix caching puts every Mamba/linear-attention model in mamba_cache_mode 'align' "
-     "(models/config.py MambaModelConfig; 0.27 still chose 'all' where supported)"),
-    ("0.29.0", "v1", {"csa_grouping": "balanced"},
-     "DeepSeek-V4: bucket grouping (_get_packed_kv_cache_groups)"),
-    ("0.29.0", "v1", {"null_block_in_check": True, "model_runner_v2": "all"},
-     "avail = K - P (§6); Model Runner V2 for every model (PR 53183)"),
-    ("0.30.0", "v1", {"cudagraph_control": "opt_decode"},
-     "without compilation mode 3: PIECEWISE -> NONE, FULL_AND_PIECEWISE -> FULL_DECODE_ONLY "
-     "(config/vllm.py _normalize_piecewise_cudagraph_mode)"),
-    ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
-    ("0.30.0", "v1", {"csa_auto_kv_ok": True},
-     "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
-    ("0.32.0", "v1", {"mamba_mode_choices": ("align", "none")},
-     "MambaCacheMode = Literal['align', 'none'] (config/cache.py)"),
-    ("0.32.0", "v1", {"msg_autofit_kv": True},
-     "auto-fit lines name the KV cache memory and its device (kv_cache_utils.py)"),
-    ("0.32.0", "v1", {"mla_block_hopper": 64},
-     "FLASH_ATTN_MLA kernel blocks MultipleOf(64) (v1/attention/backends/mla/flashattn_mla.py)"),
-    ("0.32.0", "v1", {}, "external-weights messages (§10)"),
-    ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
-                      "sched_defaults": "v1_033"}, "§1a, §4, §9"),
-)
+# (version, engines, changes, why): core/rules_changes.py.
+_CHANGES = CHANGES
 
 # The last release of the v0 engine (removed in 0.11.0).
 _V0_LAST = (0, 10, 2)
