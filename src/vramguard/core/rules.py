@@ -3,8 +3,8 @@
 `VERSION_TABLE` holds one frozen `VllmRules` row per (version range, engine). It is built
 from `_CHANGES` (the data, in core/rules_changes.py), a chronological list of "from version
 X on, for engine E, these fields change" entries (each with the reference section that says
-so), so that a reader can see what changed when. Code elsewhere reads fields of the resolved row; it never compares
-version numbers itself.
+so), so that a reader can see what changed when. Code elsewhere reads fields of the
+resolved row; it never compares version numbers itself.
 
 References (§n) are to docs of vLLM memory semantics (shared reference, sections 1-11).
 """

@@ -305,8 +305,8 @@ def settings_to_args(settings: Settings, overrides: dict[str, object] | None = N
                      version: str | None = None) -> list[str]:
     """The flags in `settings.user_set` as vLLM argv, with `overrides` (flag or field name
     -> value; True or "" for a switch, False to turn it off) on top. Model excluded.
-    `version`: the release the line is for (compilation-config keys differ before 0.11.1;
-    default the newest)."""
+    `version`: the release the line is for (default the newest): `-O` and the compilation
+    config's keys are written as that release reads them (they changed in 0.11.1 and 0.12)."""
     from .vllm_launch import settings_to_args as write
     return write(settings, overrides, version)
 

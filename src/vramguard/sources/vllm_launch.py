@@ -152,6 +152,8 @@ def _compilation_keys(version: str | None) -> dict[str, str]:
     return {"optimization_level": "level", "compilation_mode": "level",
             "cudagraph_mode": "cudagraph_mode",
             "cudagraph_capture_sizes": "cudagraph_capture_sizes"}
+
+
 _FIELD_ORDER = {spec.field: n for n, spec in enumerate(FLAGS.values())}
 
 
