@@ -33,7 +33,7 @@ def test_parse_options_splits_own_flags():
     o = parse_options(["m", "--gpu", "A100", "-tp", "2", "--json", "--gpu-memory-gib=40",
                        "--max-model-len", "8k", "--engine", "v1", "--vllm_version", "0.9.2",
                        "--fail-on-error", "--all-ranks", "--offline"])
-    assert (o.gpu, o.gpu_memory_gib, o.engine, o.vllm_version) == ("A100", "40", "v1", "0.9.2")
+    assert (o.gpu, o.gpu_memory_gib, o.engine, o.vllm_version) == (["A100"], "40", "v1", "0.9.2")
     assert o.json and o.fail_on_error and o.all_ranks and o.offline
     assert o.vllm_tokens == ["m", "-tp", "2", "--max-model-len", "8k"]
     assert o.pasted is None
@@ -42,7 +42,7 @@ def test_parse_options_splits_own_flags():
 def test_parse_options_pasted():
     o = parse_options(["--gpu", "L4", "-tp", "2", "--", "vllm", "serve", "m", "--port", "80",
                        "--json", "--vllm-version", "0.9.2"])
-    assert o.gpu == "L4" and o.json and o.vllm_version == "0.9.2"     # own options anywhere
+    assert o.gpu == ["L4"] and o.json and o.vllm_version == "0.9.2"   # own options anywhere
     assert o.pasted == ["vllm", "serve", "m", "--port", "80"]
     assert o.vllm_tokens == ["-tp", "2"]
 
@@ -68,6 +68,8 @@ def test_help(capsys):
     ([MODEL, "--gpu-memory-utilization", "2"], "0 < value <= 1"),
     ([MODEL, "--max-model-len", "lots"], "25.6k"),
     ([MODEL, "--gpu", "H900"], "unknown GPU"),
+    ([MODEL, "--gpu", "H100:0"], "invalid GPU count '0'"),
+    ([MODEL, "--gpu", "L4,H900"], "unknown GPU 'H900'"),
     ([MODEL, "--gpu"], "expected a value"),
     ([MODEL, "--gpu-memory-gib", "-3"], "GiB > 0"),
     ([MODEL, "--engine", "v2"], "v0 or v1"),
@@ -179,6 +181,24 @@ def test_gpu_memory_gib_alone_and_override(capsys):
     rc, out, _ = run(capsys, MODEL, "--offline", "--json", "--gpu", "A100-80GB",
                      "--gpu-memory-gib", "70")
     assert rc == 0 and json.loads(out)["per_gpu"]["total_bytes"] == 70 << 30
+
+
+def test_gpu_counts_and_lists(capsys):
+    """`--gpu` takes tune's forms (`H100:2`, `2xH100`, `A,B`, repeated): one model plans the
+    same as its bare name (the GPU count is TP x PP); several models plan the smallest card,
+    the tightest rank, and say so."""
+    def plan_json(*gpu_args):
+        rc, out, err = run(capsys, MODEL, "-tp", "2", "--offline", "--json", *gpu_args)
+        assert rc == 0, err
+        return json.loads(out)
+    bare = plan_json("--gpu", "H100")
+    for form in (("--gpu", "2xH100"), ("--gpu", "H100:2"), ("--gpu", "2 x H100-80GB"),
+                 ("--gpu", "H100", "--gpu", "H100"), ("--gpu", "H100,H100")):
+        assert plan_json(*form)["per_gpu"] == bare["per_gpu"], form
+    mixed = plan_json("--gpu", "L40S,L4")
+    assert mixed["gpu"] == "L4"
+    assert mixed["per_gpu"] == plan_json("--gpu", "L4")["per_gpu"]
+    assert any("planned on the smallest, L4" in n for n in mixed["assumptions"])
 
 
 def test_config_yaml(capsys, tmp_path):

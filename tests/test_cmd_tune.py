@@ -31,6 +31,9 @@ def test_parse_options_splits_own_flags_from_pins():
     (["L4,L4,L4"], None, ["L4"] * 3),
     (["H100"], "8", ["H100"] * 8),
     (["H100:2"], "2", ["H100"] * 2),
+    (["2xH100"], None, ["H100"] * 2),
+    (["2 x L40S, L4"], None, ["L40S", "L40S", "L4"]),
+    (["4×A100-80GB"], "4", ["A100-80GB"] * 4),
 ])
 def test_gpu_names(gpus, num, want):
     o = parse_options([])

@@ -88,6 +88,29 @@ def flag_name(token: str) -> str:
     return "--" + name[2:].replace("_", "-") if name.startswith("--") else name
 
 
+def gpu_list(values: list[str]) -> list[str]:
+    """GPU names, one per GPU, from `--gpu` values: `A`, `A,B`, `A:4`, `4xA` (`4x A`,
+    `4×A`). Raises UsageError for a count outside 1..1024."""
+    import re
+
+    from ..errors import UsageError
+    names: list[str] = []
+    for value in values:
+        for part in filter(None, (p.strip() for p in value.split(","))):
+            name, sep, count = part.rpartition(":")
+            m = None if sep else re.fullmatch(r"(\d+)\s*[x×X*]\s*(\S.*)", part)
+            if m:
+                count, name = m.group(1), m.group(2)
+            elif not (sep and count.isdigit()):
+                names.append(part)
+                continue
+            if not 1 <= int(count) <= 1024:
+                raise UsageError(f"invalid GPU count {count!r}", where=f"--gpu {part}",
+                                 fix="Write NAME:N (or NxNAME) with N between 1 and 1024.")
+            names += [name.strip()] * int(count)
+    return names
+
+
 def split_options(argv, *, bool_flags, value_flags, repeatable=(),
                   own_after_dashdash: bool = False) -> SplitArgs:
     """Split `argv` into the command's own options and the rest.

@@ -30,7 +30,9 @@ before `--` override the pasted ones; vramguard's own options below are recognis
 anywhere, also after `--`.
 
 options:
-  --gpu NAME            GPU model from the catalog, loosely matched (default: H100-80GB)
+  --gpu NAME            GPU model from the catalog, loosely matched (default: H100-80GB);
+                        also NAME:N, NxNAME, A,B (GPUs of several models: the smallest
+                        card is planned, the tightest rank)
   --gpu-memory-gib X    total GPU memory as CUDA reports it, in GiB (overrides the catalog)
   --gpu-free-gib X      free GPU memory when vLLM starts, in GiB (default: all but the
                         CUDA context)
@@ -58,7 +60,7 @@ _OWN_BOOL = ("--json", "--all-ranks", "--offline", "--fail-on-error", "--no-colo
 
 class _Options:
     def __init__(self):
-        self.gpu: str | None = None
+        self.gpu: list[str] | None = None
         self.gpu_memory_gib: str | None = None
         self.gpu_free_gib: str | None = None
         self.vllm_version: str | None = None
@@ -76,7 +78,7 @@ def parse_options(argv: list[str]) -> _Options:
     options are recognised anywhere, also after `--` (none of them is a vLLM flag)."""
     from ._options import split_options
     split = split_options(argv, bool_flags=_OWN_BOOL, value_flags=_OWN_VALUE,
-                          own_after_dashdash=True)
+                          own_after_dashdash=True, repeatable=("--gpu",))
     return split.set_attributes(_Options())
 
 
@@ -108,7 +110,7 @@ def _gpu(opts: _Options) -> tuple[object, list[str]]:
     total = (_positive_gib("--gpu-memory-gib", opts.gpu_memory_gib)
              if opts.gpu_memory_gib is not None else None)
     if opts.gpu:
-        gpu = lookup_gpu(opts.gpu)
+        gpu = _named_gpu(opts.gpu, notes)
         if total is not None:
             gpu = replace(gpu, total_bytes=int(total * GIB), source="user")
     elif total is not None:
@@ -119,6 +121,21 @@ def _gpu(opts: _Options) -> tuple[object, list[str]]:
                      f"({gpu.total_bytes / GIB:.2f} GiB as CUDA reports it); "
                      "pass --gpu NAME or --gpu-memory-gib X")
     return gpu, notes
+
+
+def _named_gpu(values: list[str], notes: list[str]):
+    """The GpuSpec of `--gpu` (`H100`, `H100:2`, `2xH100`, `L40S,L4`): with several models,
+    the smallest card, the tightest rank (each rank's pool is sized from its own card; the
+    engine keeps the smallest). NOTE: the GPU count is TP x PP, not the number named."""
+    from ..core.gpu_catalog import lookup_gpu
+    from ..core.provenance import GIB
+    from ._options import gpu_list
+    specs = {g.name: g for g in (lookup_gpu(n) for n in gpu_list(values))}
+    gpu = min(specs.values(), key=lambda g: g.total_bytes)
+    if len(specs) > 1:
+        notes.append(f"GPUs of {len(specs)} models named ({', '.join(specs)}): planned on the "
+                     f"smallest, {gpu.name} ({gpu.total_bytes / GIB:.2f} GiB), the tightest rank")
+    return gpu
 
 
 def _check_env_engine(version: str | None, cmd) -> None:

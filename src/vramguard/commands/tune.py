@@ -25,8 +25,9 @@ max_num_batched_tokens, tensor-parallel size, fp8 KV cache, fp8 weights (alterna
 give (-tp 2, --max-model-len 32k, --kv-cache-dtype auto, ...) are kept as they are.
 
 options:
-  --gpu NAME[:N]        GPU model from the catalog; repeat it (or NAME:N) for several
-                        (default: H100-80GB); with several, the tightest card decides
+  --gpu NAME[:N]        GPU model from the catalog; repeat it (or NAME:N, NxNAME, A,B)
+                        for several (default: H100-80GB); with several, the tightest card
+                        decides
   --num-gpus N          how many GPUs of the --gpu kind (same as --gpu NAME:N)
   --gpu-memory-gib X    total GPU memory as CUDA reports it, in GiB (overrides the catalog)
   --gpu-free-gib X[,Y]  free memory per GPU now, in GiB (one value, or one per GPU)
@@ -91,22 +92,11 @@ def _command(opts: Options):
 
 
 def gpu_names(opts: Options) -> list[str]:
-    """The GPU names, one per GPU: `--gpu A --gpu B`, `--gpu H100:4`, `--gpu A,B`,
-    `--gpu H100 --num-gpus 4`."""
+    """The GPU names, one per GPU: `--gpu A --gpu B`, `--gpu H100:4`, `--gpu 4xH100`,
+    `--gpu A,B`, `--gpu H100 --num-gpus 4`."""
     from ..errors import UsageError
-    from ._options import number
-    names: list[str] = []
-    for value in opts.gpu or [DEFAULT_GPU]:
-        for part in filter(None, (p.strip() for p in value.split(","))):
-            name, sep, count = part.rpartition(":")
-            if sep and count.isdigit():
-                n = int(count)
-                if not 1 <= n <= 1024:
-                    raise UsageError(f"invalid GPU count {count!r}", where=f"--gpu {part}",
-                                     fix="Write NAME:N with N between 1 and 1024.")
-                names += [name] * n
-            else:
-                names.append(part)
+    from ._options import gpu_list, number
+    names = gpu_list(opts.gpu or [DEFAULT_GPU])
     if not names:
         raise UsageError("no GPU given", where="--gpu", fix="Write --gpu NAME.")
     if opts.num_gpus is not None:
