@@ -47,6 +47,7 @@ from vramguard.core.gpu import GpuSpec  # noqa: E402
 from vramguard.core.planner import NEWEST_VERSION, PlanHooks, plan  # noqa: E402
 from vramguard.core.settings import Settings  # noqa: E402
 from vramguard.errors import VramguardError  # noqa: E402
+from vramguard.sources.draft import attach_draft  # noqa: E402
 
 DATA = ROOT / "bench" / "data"
 GIB = 1 << 30
@@ -274,6 +275,8 @@ def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str,
             row["error"] = "no model config" if spec is None else "unknown GPU"
             return row
         s = settings_for(case)
+        # NOTE: a separate drafter named in the flags, as `vramguard plan` attaches it
+        spec, _ = attach_draft(spec, s, offline=True)
         free = None
         if use_free and rep.get("free_memory_gib") is not None:
             free = int(rep["free_memory_gib"] * GIB)

@@ -201,6 +201,27 @@ def test_gpu_counts_and_lists(capsys):
     assert any("planned on the smallest, L4" in n for n in mixed["assumptions"])
 
 
+def test_a_separate_drafter_is_planned(capsys):
+    """--speculative-config with a "model": the drafter's weights and KV layers are in the
+    plan (Qwen2.5-1.5B + Qwen2.5-0.5B: 28,672 + 12,288 B/token); an unreadable one is named
+    as not counted."""
+    def plan_json(draft):
+        conf = json.dumps({"method": "draft_model", "model": draft, "num_speculative_tokens": 3})
+        rc, out, err = run(capsys, "--gpu", "RTX-4090", "--json", "--offline", "--",
+                           "vllm", "serve", "Qwen/Qwen2.5-1.5B-Instruct",
+                           "--speculative-config", conf, "--max-model-len", "16384")
+        assert rc == 0, err
+        return json.loads(out)
+    doc = plan_json("Qwen/Qwen2.5-0.5B-Instruct")
+    assert doc["kv_cache"]["bytes_per_token"] == 40_960
+    assert any("Speculative decoding with Qwen/Qwen2.5-0.5B-Instruct (draft_model)" in a
+               for a in doc["assumptions"])
+    missing = plan_json("nobody/nothing")
+    assert missing["kv_cache"]["bytes_per_token"] == 28_672
+    assert any(a.startswith("drafter nobody/nothing: ") and "not counted" in a
+               for a in missing["assumptions"])
+
+
 def test_config_yaml(capsys, tmp_path):
     cfg = tmp_path / "serve.yaml"
     cfg.write_text(f"model: {MODEL}\nmax-model-len: 4096\ntensor_parallel_size: 2\n")

@@ -112,6 +112,33 @@ def test_speculative_forms():
     assert (dotted.num_speculative_tokens, dotted.speculative_method) == (2, "mtp")
 
 
+@pytest.mark.parametrize("argv", [
+    ["--speculative-config", '{"method": "draft_model", "model": "q/small", '
+                             '"num_speculative_tokens": 3}'],
+    ["--speculative-config.method", "draft_model", "--speculative-config.model", "q/small",
+     "--speculative-config.num_speculative_tokens", "3"],
+])
+def test_a_separate_drafter_is_read_and_written_back(argv):
+    """The drafter ("model") is kept and written back inside the one --speculative-config."""
+    st = s(*argv)
+    assert (st.speculative_model, st.speculative_method, st.num_speculative_tokens) == \
+        ("q/small", "draft_model", 3)
+    args = settings_to_args(st)
+    assert args[0] == "--speculative-config" and len(args) == 2
+    assert json.loads(args[1]) == {"method": "draft_model", "model": "q/small",
+                                   "num_speculative_tokens": 3}
+    assert s(*args) == st
+
+
+def test_the_old_speculative_model_flag():
+    """vLLM <= 0.9: --speculative-model + --num-speculative-tokens (written back as the one
+    config of newer releases, not twice)."""
+    st = s("--speculative-model", "q/small", "--num-speculative-tokens", "4")
+    assert (st.speculative_model, st.num_speculative_tokens) == ("q/small", 4)
+    args = settings_to_args(st)
+    assert args == ["--speculative-config", '{"model": "q/small", "num_speculative_tokens": 4}']
+
+
 def test_ignored_flags_are_accepted():
     cmd = parse_vllm_args(["m", "--host", "0.0.0.0", "--port", "8000", "--served-model-name",
                            "a", "b", "--api-key", "x", "--trust-remote-code",
@@ -145,6 +172,7 @@ def test_unknown_quantization_is_a_note():
     (["--max-model-len"], "expected a value"),
     (["--cpu-offload-gb", "-1"], ">= 0"),
     (["--speculative-config", "{bad"], "JSON"),
+    (["--speculative-config", '{"model": 3}'], "a model id or path"),
     (["--num-speculative-tokens", "1025"], "0 to 1024"),
     (["--spec-tokens", "1025"], "0 to 1024"),
     (["--enforce-eager=maybe"], "true or false"),

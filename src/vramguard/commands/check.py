@@ -171,9 +171,10 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
     margins = Margins(headroom_bytes=_gib_option(opts, "--headroom-gib",
                                                  DEFAULT_HEADROOM_BYTES / (1 << 30)),
                       min_free_bytes=_gib_option(opts, "--min-free-gib", 0.0))
-    from ..sources.resolve import load_model_spec
-    spec = load_model_spec(cmd.model, offline=opts.on("--offline"),
-                           config_overrides=cmd.config_overrides)
+    from ..sources.draft import load_with_draft
+    spec, draft_notes = load_with_draft(cmd.model, cmd.settings, offline=opts.on("--offline"),
+                                        config_overrides=cmd.config_overrides)
+    notes += draft_notes
     return Prepared(cmd=cmd, spec=spec, version=version,
                     engine=engine.lower() if engine else None, visible=value, margins=margins,
                     window_s=window_s, interval_s=interval_s, host=not opts.on("--no-host"),

@@ -188,9 +188,10 @@ def make_plan(opts: _Options):
         notes.append("ignored (no effect on startup memory): " + " ".join(plain))
 
     from ..core.planner import plan as run_planner
-    from ..sources.resolve import load_model_spec
-    spec = load_model_spec(cmd.model, offline=opts.offline,
-                           config_overrides=cmd.config_overrides)
+    from ..sources.draft import load_with_draft
+    spec, draft_notes = load_with_draft(cmd.model, cmd.settings, offline=opts.offline,
+                                        config_overrides=cmd.config_overrides)
+    notes += draft_notes
     calibration = (None if opts.no_calibration
                    else _calibration(opts, cmd, spec, gpu, version, notes))
     plan = run_planner(spec, cmd.settings, gpu, vllm_version=version,

@@ -182,9 +182,10 @@ def make_request(opts: Options):
         notes.append(f"GPU not given: assumed {DEFAULT_GPU}; pass --gpu NAME[:N]")
     if cmd.ignored:
         notes.append("ignored (no effect on memory): " + " ".join(sorted(set(cmd.ignored))))
-    from ..sources.resolve import load_model_spec
-    spec = load_model_spec(cmd.model, offline=opts.offline,
-                           config_overrides=cmd.config_overrides)
+    from ..sources.draft import load_with_draft
+    spec, draft_notes = load_with_draft(cmd.model, cmd.settings, offline=opts.offline,
+                                        config_overrides=cmd.config_overrides)
+    notes += draft_notes
     base = replace(cmd.settings, model=cmd.model)
     req = TuneRequest(spec=spec, base=base, gpus=gpus, workload=workload, concurrency=conc,
                       headroom_bytes=headroom, target_kv_usage=target,

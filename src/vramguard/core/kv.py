@@ -219,19 +219,23 @@ def mamba_state_dtype_bytes(state: MambaState, settings: Settings, rules: VllmRu
 
 def draft_attention(spec: ModelSpec, settings: Settings, layer_range: tuple[int, int],
                     engine: str) -> tuple[AttentionSpec, ...]:
-    """KV-cache layers the MTP drafter adds on the last PP stage (v1).
+    """KV-cache layers the drafter adds on the last PP stage: a separate draft model's
+    (`spec.draft`: its attention layers share the target's block pool, v1 and v0 alike: v0
+    gives the draft cache the same number of blocks), else the MTP layers' (v1).
 
     NOTE: with speculative decoding on a model whose checkpoint carries MTP layers, vLLM
     loads them as the drafter and registers their attention in the KV cache spec, so they
     join the KV groups (Qwen3.5-4B + MTP: "the MTP layer + 3 padding layers", 287,767 tokens
     where 8 attention layers alone give 324,745). Each MTP layer attends like the model's full
     attention layers; vLLM builds all `mtp_layers` of them (more speculative tokens than
-    layers reuse them). A spec that records only the MTP parameters counts one layer. Other
-    draft methods (EAGLE, n-gram) are not told apart: the Settings carry only the number of
-    speculative tokens.
+    layers reuse them). A spec that records only the MTP parameters counts one layer. N-gram
+    and suffix decoding load no drafter; EAGLE heads and draft LMs come as `spec.draft`.
     """
-    if (engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params
-            or layer_range[1] != spec.num_layers):
+    if settings.num_speculative_tokens <= 0 or layer_range[1] != spec.num_layers:
+        return ()
+    if spec.draft is not None:
+        return spec.draft.attention
+    if engine != "v1" or not spec.mtp_params:
         return ()
     att = next((l.attention for l in spec.layers if l.attention.kind in (FULL, MLA, CSA)), None)
     if att is not None and att.kind == CSA:
@@ -296,7 +300,7 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         runs = attention_runs(spec, layer_range)
     draft = draft_attention(spec, settings, layer_range, engine)
     if draft:
-        runs = runs + ((draft[0], len(draft)),)
+        runs = runs + counted(*distinct_index(draft))
     if any(a.kind == CSA for a, _ in runs):
         from .kv_csa import csa_layout     # NOTE: DeepSeek-V4 only; kv_csa imports kv
         return csa_layout(runs, settings, rules, kv_dtype_name, kv_bytes)

@@ -276,3 +276,19 @@ def graph_headroom_warning() -> str:
     return ("CUDA graphs can take additional 1~3 GiB memory per GPU. If you are running out of "
             "memory, consider decreasing `gpu_memory_utilization` or switching to eager mode. "
             "You can also reduce the `max_num_seqs` as needed to decrease memory usage.")
+
+
+def draft_model_message(rules: VllmRules, explicit: bool) -> str | None:
+    """vLLM's refusal of a separate draft LM (`rules.draft_model`), None where it runs one:
+    0.10-0.14 refuse it (the argument check words it one way for an explicit "method":
+    "draft_model" from 0.11, the config's inference another); 0.15-0.16 need the method."""
+    mode = rules.draft_model
+    if mode == "explicit":
+        return None if explicit else "Unsupported speculative method: 'None'"
+    if mode not in ("none_0100", "none"):
+        return None
+    others = "ngram, medusa, eagle, or " + ("deepseek_mtp" if mode == "none_0100" else "mtp")
+    head = ("Draft model speculative decoding is not supported yet. Please consider using "
+            if explicit and mode == "none" else
+            "Speculative decoding with draft model is not supported yet. Please consider using ")
+    return f"{head}other speculative decoding methods such as {others}."

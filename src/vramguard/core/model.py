@@ -226,6 +226,24 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True)
+class DraftModel:
+    """The separate drafter of speculative decoding (`--speculative-config` "model": a small
+    LM, an EAGLE head, Medusa heads) as the target's workers load it; `sources/draft.py`
+    builds it from the drafter's config or checkpoint headers.
+
+    `method` is the one vLLM infers from the drafter when the flags name none (0.17+ rules:
+    "eagle-"/"eagle3" in the name, Medusa/MLP-speculator configs, else "draft_model").
+    `weights_bytes` is what it loads in total, before TP sharding (vLLM shards a drafter
+    over the target's TP ranks); `attention` its KV-cache layers (none for Medusa heads)."""
+
+    name: str
+    method: str
+    weights_bytes: int
+    attention: tuple[AttentionSpec, ...] = ()
+    from_checkpoint: bool = False
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """Everything vramguard knows about a model's architecture and bytes.
 
@@ -264,6 +282,8 @@ class ModelSpec:
     mtp_params: int = 0                  # MTP / next-token-prediction layers in the checkpoint:
                                          # not loaded unless speculative decoding uses them
     mtp_layers: int = 0                  # how many MTP layers (0: unknown or none)
+    draft: DraftModel | None = None      # a separate drafter named by the launch (not the
+                                         # model's own: attached by sources/draft.py)
     # per batched token, what the model allocates at init, inside vLLM's weights measurement
     # (x max_num_batched_tokens): fixed bytes (the DSA top-k index buffer, int32) and elements
     # of the model dtype (the Gemma-3n/4 per-layer-embedding input buffer)

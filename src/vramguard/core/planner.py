@@ -22,6 +22,7 @@ from . import failures as F
 from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
+from .draft import check_draft, draft_note, falls_back_to_v0
 from .gpu import GpuSpec
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
@@ -35,7 +36,7 @@ from .stage_terms import fixed_terms as _fixed_terms
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, sampler_copies
 from .validation import check_backend_block_size, validate
-from .weights import mtp_draft_bytes, runtime_dtype_bytes
+from .weights import draft_bytes, runtime_dtype_bytes
 
 __all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
 
@@ -89,9 +90,10 @@ class _Stage:
 # ---- engine, validation, settings ------------------------------------------------------
 
 def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
-                spec: ModelSpec) -> tuple[VllmRules, str | None]:
+                spec: ModelSpec, settings: Settings) -> tuple[VllmRules, str | None]:
     """The version row, and why the default v1 engine falls back to v0 (None: it does not):
-    compute capability < 8.0, or Mamba/linear-attention layers (0.8.0-0.10.1)."""
+    compute capability < 8.0, Mamba/linear-attention layers (0.8.0-0.10.1), or a drafter
+    v1 does not run (up to 0.9.2)."""
     rules = _memo.resolve_rules(version, engine)
     if engine is not None or rules.engine != "v1":
         return rules, None
@@ -101,6 +103,8 @@ def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
         return _memo.resolve_rules(version, "v0"), f"compute capability {cc[0]}.{cc[1]} < 8.0"
     if rules.v1_falls_back_for_mamba and _memo.has_mamba(spec):
         return _memo.resolve_rules(version, "v0"), "Mamba/linear-attention layers"
+    if spec.draft is not None and falls_back_to_v0(spec, settings, rules):
+        return _memo.resolve_rules(version, "v0"), "speculative decoding with a draft model"
     return rules, None
 
 
@@ -282,11 +286,13 @@ def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: s
 def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
           hooks, env, detail, cuda_ordinal=0) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
-    rules, fallback = _pick_rules(version, engine, gpu, spec)
+    rules, fallback = _pick_rules(version, engine, gpu, spec, settings)
     rules = apply_device(apply_env(rules, env), gpu.vendor)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
     validate(spec, settings, rules, version)
     check_backend_block_size(spec, settings, rules, gpu)
+    if spec.draft is not None:
+        check_draft(spec, settings, rules)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks,
@@ -344,9 +350,11 @@ class _Walk(PlanReport):
         self.graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
 
     def _draft_assumptions(self) -> list[str]:
-        """The MTP drafter's note (first among the walk's assumptions; detail only)."""
+        """The drafter's note (first among the walk's assumptions; detail only)."""
         s = self.s
-        draft = mtp_draft_bytes(self.spec, s, runtime_dtype_bytes(s), self.rules.engine)
+        if s.num_speculative_tokens > 0 and self.spec.draft is not None:
+            return [draft_note(self.spec.draft, s, self.rules)]
+        draft = draft_bytes(self.spec, s, runtime_dtype_bytes(s), self.rules)
         if not draft:
             return []
         n = max(1, self.spec.mtp_layers)

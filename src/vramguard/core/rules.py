@@ -34,6 +34,12 @@ class VllmRules:
     # 0.8.0-0.10.1: models with Mamba/linear-attention layers fall back to v0 unless
     # VLLM_USE_V1=1 (engine/arg_utils.py _is_v1_supported_oracle; v1 by default from 0.10.2)
     v1_falls_back_for_mamba: bool = False
+    # A separate draft LM (`--speculative-config` "model", method draft_model): "v0_in_budget"
+    # (v0 up to 0.6: its weights deducted with the target's), "v0_outside" (v0 0.7-0.9.2:
+    # loaded before profiling, not deducted), "v1_fallback" (v1 up to 0.9.2: the engine falls
+    # back to v0 unless the method is one v1 runs), "none_0100" / "none" (0.10-0.14: vLLM
+    # refuses it), "explicit" (0.15-0.16: only with "method": "draft_model"), "inferred" (0.17+)
+    draft_model: str = "v0_in_budget"
     # v0: request slots of the Mamba state (models/mamba_cache.py), allocated in the profile
     # run's first forward: "round" (max_num_seqs rounded up to a CUDA-graph batch size, up to
     # 0.6.4), "eager_8194" (0.6.5-0.7.2: 8,194 slots with --enforce-eager, else rounded),

@@ -38,6 +38,12 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
      "v1 scheduler defaults (§9); v1 dummy sampler"),
     ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
+    ("0.7.0", "v0", {"draft_model": "v0_outside"},
+     "non-KV memory = the target runner's weights + peak + non-torch: the draft worker's "
+     "weights, loaded before profiling, are not deducted (worker/worker.py, spec_decode)"),
+    ("0.7.0", "v1", {"draft_model": "v1_fallback"},
+     "speculative decoding other than ngram/EAGLE/Medusa/MTP falls back to v0 "
+     "(engine/arg_utils.py _is_v1_supported_oracle, 0.9.2)"),
     ("0.7.0", "v0", {"v0_mm_dropped_when_long": True},
      "profiling.py: mm dummy data dropped when longer than the profiling sequence"),
     ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
@@ -81,6 +87,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "both", {"tokenizer_cap": True}, "§7"),
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
+    ("0.10.0", "both", {"draft_model": "none_0100"},
+     "'Speculative decoding with draft model is not supported yet' (config.py "
+     "SpeculativeConfig, engine/arg_utils.py); vllm/spec_decode (v0) removed"),
     ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
     ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
@@ -104,6 +113,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
     ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
+    ("0.11.0", "v1", {"draft_model": "none"},
+     "'Draft model speculative decoding is not supported yet' (engine/arg_utils.py; the "
+     "inferred method: config/speculative.py)"),
     ("0.11.0", "v1", {"allreduce_in_n": "none"},
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"gpt_oss_capture_override": True},
@@ -153,9 +165,15 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "mamba_mode_choices": ("align", "all", "none")},
      "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
      "(config/cache.py, models/config.py MambaModelConfig)"),
+    ("0.15.0", "v1", {"draft_model": "explicit"},
+     "v1 draft models (v1/spec_decode/draft_model.py), with \"method\": \"draft_model\" "
+     "only: else 'Unsupported speculative method: 'None'' (config/speculative.py)"),
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.17.0", "v1", {"draft_model": "inferred"},
+     "a drafter that is no EAGLE/Medusa/MTP model is inferred as draft_model "
+     "(config/speculative.py SpeculativeConfig.__post_init__)"),
     ("0.17.0", "v1", {"gdn_ssm_flag": True},
      "Gated DeltaNet's SSM state follows --mamba-ssm-cache-dtype; Qwen3.5's hook passes its "
      "config's mamba_ssm_dtype (qwen3_5.py, models/config.py)"),

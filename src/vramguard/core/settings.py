@@ -54,6 +54,7 @@ class Settings:
     disable_hybrid_kv_cache_manager: bool = False
     num_speculative_tokens: int = 0
     speculative_method: str | None = None     # --speculative-config "method" (mtp, ngram, ...)
+    speculative_model: str | None = None      # --speculative-config "model": a separate drafter
     language_model_only: bool = False         # no multimodal encoder loaded or profiled
     skip_mm_profiling: bool = False           # encoder not in the profile run's peak
     entrypoint: str = "serve"                 # "serve" (vllm serve / api_server) or "llm" (LLM class)

@@ -19,7 +19,7 @@ from .model import MAMBA, NONE, ModelSpec
 from .provenance import Estimate, Source
 from .rules import VllmRules
 from .settings import Settings
-from .weights import mtp_draft_bytes, pp_layer_split, runtime_dtype_bytes
+from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
 
 if TYPE_CHECKING:
     from .planner import PlanHooks
@@ -116,7 +116,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     mamba_mode = mamba_cache_mode(spec, s, rules)
     v2 = model_runner_v2(spec, s, rules, mamba_mode)
     copies = sampler_copies(spec, s, rules, v2)
-    draft_w = mtp_draft_bytes(spec, s, dtype_b, rules.engine)
+    draft_w = draft_bytes(spec, s, dtype_b, rules)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
                    and spec.architecture == "GptOssForCausalLM" else None)
     # NOTE: v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the model dtype on CUDA.

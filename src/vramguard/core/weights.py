@@ -210,6 +210,23 @@ def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: s
     return int(spec.mtp_params * dtype_b / max(1, settings.tensor_parallel_size))
 
 
+def draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, rules) -> int:
+    """The drafter's weights inside vLLM's weights figure, on the last PP stage, per TP rank
+    (0 without speculative decoding): a separate draft model (`spec.draft`, sharded over the
+    target's TP ranks: vLLM requires draft TP = target TP for draft models and loads EAGLE
+    heads with the target's config), else the model's own MTP layers (`mtp_draft_bytes`).
+
+    NOTE: v0 0.7-0.9.2 loads a draft model before profiling but deducts only the target
+    runner's weights (`rules.draft_model` "v0_outside"): not in the budget, 0 here."""
+    if settings.num_speculative_tokens <= 0:
+        return 0
+    if spec.draft is not None:
+        if rules.draft_model == "v0_outside":
+            return 0
+        return spec.draft.weights_bytes // max(1, settings.tensor_parallel_size)
+    return mtp_draft_bytes(spec, settings, dtype_b, rules.engine)
+
+
 def checkpoint_scale(spec: ModelSpec, index=None) -> tuple[float, bool]:
     """(checkpoint total / total derived from the architecture, whether a checkpoint total
     was used): 1.0 and False without one. Depends on the model alone (`index`:

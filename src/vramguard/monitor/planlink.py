@@ -57,7 +57,7 @@ def planned_pool(model: str, gpu: str | None = None, *,
     try:
         from ..core.gpu_catalog import lookup_gpu
         from ..core.planner import plan as run_planner
-        from ..sources.resolve import load_model_spec
+        from ..sources.draft import load_with_draft
         from ..sources.vllm_args import parse_vllm_args
     except ImportError as exc:
         raise MonitorError(f"the planner is not available in this build ({exc})",
@@ -65,7 +65,7 @@ def planned_pool(model: str, gpu: str | None = None, *,
     tokens = [model] + flags_from_cache_config(cache_config or {}) + list(extra_args)
     try:
         cmd = parse_vllm_args(tokens, strict=False)
-        spec = load_model_spec(cmd.model or model, offline=offline)
+        spec, _ = load_with_draft(cmd.model or model, cmd.settings, offline=offline)
         gpu_obj = gpu_spec if gpu_spec is not None and not gpu else lookup_gpu(gpu or "H100-80GB")
         result = run_planner(spec, cmd.settings, gpu_obj, vllm_version=vllm_version)
     except VramguardError:

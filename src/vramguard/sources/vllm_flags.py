@@ -89,6 +89,7 @@ FLAGS: dict[str, Flag] = {
     "--speculative-config": Flag("num_speculative_tokens", JSON),
     "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),  # vLLM <= 0.9
     "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),   # recent shorthand
+    "--speculative-model": Flag("speculative_model", STR),               # vLLM <= 0.9
     "--model": Flag("model", STR),
     "--config": Flag("", STR),
 }
@@ -191,7 +192,7 @@ UNMODELED_VALUE = frozenset("""
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
 --offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
 --max-num-scheduled-tokens --decode-context-parallel-size --prefill-context-parallel-size
---lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors --speculative-model
+--lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors
 --speculative-model-quantization --speculative-max-model-len --ngram-prompt-lookup-max
 --ngram-prompt-lookup-min --quantization-config
 --attention-config --mm-ipc-gpu-memory-gb --model-weights --mamba-cache-philox-rounds

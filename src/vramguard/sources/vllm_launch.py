@@ -131,7 +131,8 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 # ---------------------------------------------------------------------------------------
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in ("--num-speculative-tokens", "--spec-tokens",
-                                                "--speculative-config", "--compilation-config")}
+                                                "--speculative-config", "--compilation-config",
+                                                "--speculative-model")}
 # NOTE: written back as one --compilation-config JSON, with the key names of the release
 # (`_compilation_keys`).
 _COMPILATION_KEYS = {"compilation_mode": "mode", "cudagraph_mode": "cudagraph_mode"}
@@ -190,8 +191,9 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
     values: dict[str, object] = {}
     keys = _compilation_keys(version)
     for name in sorted(settings.user_set, key=lambda f: _FIELD_ORDER.get(f, len(FLAGS))):
-        if name in ("model", "max_model_len_auto", "entrypoint"):
-            continue
+        if name in ("model", "max_model_len_auto", "entrypoint", "speculative_method",
+                    "speculative_model"):
+            continue        # NOTE: the last two are written inside --speculative-config
         if name == "max_model_len" and settings.max_model_len_auto:
             values["--max-model-len"] = "auto"
         elif name in keys:
@@ -205,7 +207,9 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
             values["-O"] = settings.optimization_level
         elif name == "num_speculative_tokens":
             n, method = settings.num_speculative_tokens, settings.speculative_method
-            conf = ({"method": method} if method else {}) | {"num_speculative_tokens": n}
+            draft = settings.speculative_model
+            conf = (({"method": method} if method else {}) | ({"model": draft} if draft else {})
+                    | {"num_speculative_tokens": n})
             values["--speculative-config"] = json.dumps(conf) if n else None
         else:
             values[FIELD_TO_FLAG.get(name, "--" + name.replace("_", "-"))] = \

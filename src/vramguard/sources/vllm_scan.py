@@ -206,8 +206,8 @@ class _Scan:
             value, i = self._take_value(name, eq, inline, tokens, i)
             if dotted.replace("-", "_") == "num_speculative_tokens":
                 self.apply(flag, {"num_speculative_tokens": value})
-            elif dotted == "method":
-                self.apply(flag, {"method": value})
+            elif dotted in ("method", "model"):
+                self.apply(flag, {dotted: value})
             return i
         if spec.kind in (BOOL, TRIBOOL):
             if eq:

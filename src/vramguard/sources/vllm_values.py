@@ -113,7 +113,7 @@ def _speculative(flag: str, value: object) -> dict:
     if isinstance(value, str):
         text = value.strip()
         if text in ("", "None", "null"):
-            return {"num_speculative_tokens": 0, "speculative_method": None}
+            return {"num_speculative_tokens": 0, "speculative_method": None, "speculative_model": None}
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
@@ -122,7 +122,7 @@ def _speculative(flag: str, value: object) -> dict:
             raise UsageError("not valid JSON (nested too deeply)", where=flag,
                              fix=f"Expected {_SPEC_JSON}.") from None
     if value is None:
-        return {"num_speculative_tokens": 0, "speculative_method": None}
+        return {"num_speculative_tokens": 0, "speculative_method": None, "speculative_model": None}
     if not isinstance(value, dict):
         raise _bad(flag, value, "a JSON object")
     out: dict = {}
@@ -136,6 +136,13 @@ def _speculative(flag: str, value: object) -> dict:
         # few others run on the V1 runner); dotted flags set one key at a time.
         method = value["method"]
         out["speculative_method"] = str(method).strip().lower() if method else None
+    if "model" in value:
+        # NOTE: a separate drafter (EAGLE head, small LM): its weights and KV layers are
+        # counted when its config can be read (sources/draft.py).
+        model = value["model"]
+        if model is not None and not isinstance(model, str):
+            raise _bad(flag + ".model", model, "a model id or path")
+        out["speculative_model"] = model.strip() or None if model else None
     return out
 
 
@@ -186,6 +193,8 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
             notes.append(f"--quantization {text!r} is not a method vramguard knows; "
                          "weights are planned from the checkpoint")
         return {"quantization": text}
+    if spec.field == "speculative_model" and text in ("None", "none"):
+        return {"speculative_model": None}
     if not text:
         raise _bad(flag, value, "a non-empty value")
     return {spec.field: text}

@@ -1,0 +1,68 @@
+"""Speculative decoding with a separate drafter (`ModelSpec.draft`): which method vLLM runs,
+whether a release runs it at all, and what the plan says about it.
+
+The drafter's weights and KV layers themselves are terms of `weights.draft_bytes` and
+`kv.draft_attention`; this module holds the release rules around them (`rules.draft_model`).
+"""
+
+from __future__ import annotations
+
+from . import messages as msg
+from .errors import UsageError
+from .model import NONE, DraftModel, ModelSpec
+from .provenance import GIB
+from .rules import VllmRules
+from .settings import Settings
+
+__all__ = ["draft_method", "uses_draft", "falls_back_to_v0", "check_draft", "draft_note"]
+
+# NOTE: the speculative methods v1 ran in 0.9.2; with any other drafter the default v1
+# engine fell back to v0 (engine/arg_utils.py _is_v1_supported_oracle).
+V1_METHODS_09 = frozenset({"ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp"})
+
+
+def draft_method(s: Settings, draft: DraftModel) -> str:
+    """The method vLLM runs: the flag's, else the one inferred from the drafter."""
+    return s.speculative_method or draft.method
+
+
+def uses_draft(spec: ModelSpec, s: Settings) -> bool:
+    """Whether the launch speculates with a separate drafter (`spec.draft`)."""
+    return spec.draft is not None and s.num_speculative_tokens > 0
+
+
+def falls_back_to_v0(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
+    """v1 up to 0.9.2 falls back to v0 for a drafter it does not run (a draft LM, or any
+    drafter given without a method)."""
+    return (rules.draft_model == "v1_fallback" and uses_draft(spec, s)
+            and (s.speculative_method or "") not in V1_METHODS_09)
+
+
+def check_draft(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """vLLM's refusal of a draft LM where the release has none (0.10-0.14) or needs the
+    method named (0.15-0.16), in vLLM's words. Raises UsageError."""
+    if not uses_draft(spec, s) or draft_method(s, spec.draft) != "draft_model":
+        return
+    text = msg.draft_model_message(rules, explicit=s.speculative_method is not None)
+    if text is not None:
+        fix = ("Add \"method\": \"draft_model\" to --speculative-config"
+               if rules.draft_model == "explicit" else
+               "Use vLLM 0.15 or newer for a draft model, or an EAGLE / n-gram / MTP method")
+        raise UsageError(text, where="--speculative-config", fix=fix)
+
+
+def draft_note(draft: DraftModel, s: Settings, rules: VllmRules) -> str:
+    """The plan's assumption about the drafter: its weights per rank and its KV layers."""
+    tp = max(1, s.tensor_parallel_size)
+    w = draft.weights_bytes // tp
+    layers = sum(1 for a in draft.attention if a.kind != NONE)
+    kv = (f"{layers} attention layer{'s' if layers != 1 else ''} in the KV cache" if layers
+          else "no KV layers")
+    src = "checkpoint" if draft.from_checkpoint else "config"
+    method = draft_method(s, draft)
+    text = (f"Speculative decoding with {draft.name} ({method}): {w / GIB:.2f} GiB of "
+            f"weights per rank on the last stage ({src}), {kv}.")
+    if rules.draft_model == "v0_outside":
+        text += (" This release (v0) loads the drafter before profiling but does not deduct "
+                 "its weights: they take memory outside gpu_memory_utilization.")
+    return text

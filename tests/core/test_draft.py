@@ -1,0 +1,137 @@
+"""A separate drafter of speculative decoding (`ModelSpec.draft`): its weights and KV layers,
+and the releases that refuse it or fall back to v0. Numbers computed by hand."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core_specs import dense
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.model import FULL, AttentionSpec, DraftModel
+from vramguard.core.planner import plan
+from vramguard.core.provenance import GIB
+from vramguard.core.settings import Settings
+from vramguard.errors import UsageError
+
+RTX4090 = lookup_gpu("RTX-4090")
+# Qwen2.5-1.5B-like target (28 layers, 2 KV heads x 128) and Qwen2.5-0.5B-like drafter
+# (24 layers, 2 KV heads x 64): 28 x 2 x 2 x 128 x 2 B = 28,672 B/token, 24 x 2 x 2 x 64 x 2 B
+# = 12,288 B/token.
+TARGET = dense("Qwen/Qwen2.5-1.5B-Instruct", layers=28, hidden=1536, heads=12, kv_heads=2,
+               head_dim=128, inter=8960, vocab=151936, max_pos=32768, rope={})
+DRAFT_LAYERS = tuple(AttentionSpec(kind=FULL, num_kv_heads=2, head_dim=64) for _ in range(24))
+DRAFT = DraftModel(name="Qwen/Qwen2.5-0.5B-Instruct", method="draft_model",
+                   weights_bytes=988_000_000, attention=DRAFT_LAYERS)
+WITH_DRAFT = replace(TARGET, draft=DRAFT)
+SPEC = Settings(max_model_len=16384, num_speculative_tokens=3, speculative_method="draft_model",
+                speculative_model=DRAFT.name)
+
+
+def test_draft_layers_join_the_block_pool_and_its_weights_the_weights():
+    """bytes/token = 28,672 + 12,288 = 40,960 (one group, per-layer pages summed: vLLM's
+    UniformTypeKVCacheSpecs); weights + 988 MB, halved per rank at TP 2."""
+    alone = plan(TARGET, SPEC, RTX4090, vllm_version="0.30.0")
+    both = plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.30.0")
+    assert (alone.kv.bytes_per_token, both.kv.bytes_per_token) == (28_672, 40_960)
+    assert both.kv.page_size_bytes == 16 * 40_960
+    w0, w1 = alone.tightest.weights.value_bytes, both.tightest.weights.value_bytes
+    assert w1 - w0 == 988_000_000
+    tp2 = plan(WITH_DRAFT, SPEC.with_(tensor_parallel_size=2), RTX4090, vllm_version="0.30.0")
+    tp2_alone = plan(TARGET, SPEC.with_(tensor_parallel_size=2), RTX4090, vllm_version="0.30.0")
+    assert (tp2.tightest.weights.value_bytes - tp2_alone.tightest.weights.value_bytes
+            == 988_000_000 // 2)
+    assert tp2.kv.bytes_per_token == 40_960 // 2      # one KV head of each per rank
+    assert any("Speculative decoding with Qwen/Qwen2.5-0.5B-Instruct (draft_model): 0.92 GiB"
+               in a and "24 attention layers" in a for a in both.assumptions)
+
+
+def test_no_speculation_no_drafter():
+    p = plan(WITH_DRAFT, SPEC.with_(num_speculative_tokens=0), RTX4090, vllm_version="0.30.0")
+    assert p.kv.bytes_per_token == 28_672
+    assert p.tightest.weights.value_bytes == plan(TARGET, SPEC.with_(num_speculative_tokens=0),
+                                                  RTX4090, vllm_version="0.30.0"
+                                                  ).tightest.weights.value_bytes
+
+
+def test_the_drafter_is_on_the_last_pipeline_stage_only():
+    s = SPEC.with_(pipeline_parallel_size=2)
+    p = plan(WITH_DRAFT, s, RTX4090, vllm_version="0.30.0")
+    q = plan(TARGET, s, RTX4090, vllm_version="0.30.0")
+    first, last = p.ledgers[0], p.ledgers[-1]
+    assert first.weights.value_bytes == q.ledgers[0].weights.value_bytes
+    assert last.weights.value_bytes == q.ledgers[-1].weights.value_bytes + 988_000_000
+    assert first.kv_bytes_per_token == q.ledgers[0].kv_bytes_per_token
+    assert last.kv_bytes_per_token == q.ledgers[-1].kv_bytes_per_token + 12_288
+
+
+@pytest.mark.parametrize("version, explicit, needle", [
+    ("0.10.1", True, "Speculative decoding with draft model is not supported yet. Please "
+                     "consider using other speculative decoding methods such as ngram, "
+                     "medusa, eagle, or deepseek_mtp."),
+    ("0.12.0", True, "Draft model speculative decoding is not supported yet. Please consider "
+                     "using other speculative decoding methods such as ngram, medusa, eagle, "
+                     "or mtp."),
+    ("0.14.1", False, "Speculative decoding with draft model is not supported yet. Please "
+                      "consider using other speculative decoding methods such as ngram, "
+                      "medusa, eagle, or mtp."),
+    ("0.15.0", False, "Unsupported speculative method: 'None'"),
+])
+def test_releases_that_refuse_a_draft_model(version, explicit, needle):
+    s = SPEC if explicit else replace(SPEC, speculative_method=None)
+    with pytest.raises(UsageError) as exc:
+        plan(WITH_DRAFT, s, RTX4090, vllm_version=version)
+    assert str(exc.value.what) == needle
+
+
+@pytest.mark.parametrize("version, method", [("0.15.0", "draft_model"), ("0.17.0", None),
+                                             ("0.12.0", "eagle")])
+def test_releases_that_run_it(version, method):
+    s = replace(SPEC, speculative_method=method)
+    draft = replace(DRAFT, method="eagle") if method == "eagle" else DRAFT
+    p = plan(replace(TARGET, draft=draft), s, RTX4090, vllm_version=version)
+    assert p.kv.bytes_per_token == 40_960
+
+
+def test_v1_up_to_092_falls_back_to_v0_for_a_draft_model():
+    """0.9.2's v1 runs n-gram / EAGLE / Medusa / MTP only: any other drafter (or one given
+    without a method) makes the default engine fall back to v0; an explicit engine stays."""
+    p = plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.9.2")
+    assert p.engine == "v0"
+    assert any("speculative decoding with a draft model" in a for a in p.assumptions)
+    eagle = plan(replace(TARGET, draft=replace(DRAFT, method="eagle")),
+                 replace(SPEC, speculative_method="eagle"), RTX4090, vllm_version="0.9.2")
+    assert eagle.engine == "v1"
+    assert plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.9.2", engine="v1").engine == "v1"
+
+
+def test_v0_07_to_092_does_not_deduct_the_drafter_weights():
+    """v0 0.7-0.9.2: non-KV memory is the target runner's weights + peak + non-torch; the
+    drafter's weights load before profiling and stay outside the budget. Its KV layers share
+    the blocks (the proposer cache gets the same number of blocks)."""
+    p = plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.9.2", engine="v0")
+    q = plan(TARGET, SPEC, RTX4090, vllm_version="0.9.2", engine="v0")
+    assert p.tightest.weights.value_bytes == q.tightest.weights.value_bytes
+    assert p.kv.bytes_per_token == 40_960
+    assert any("does not deduct its weights" in a for a in p.assumptions)
+    old = plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.6.5")
+    assert (old.tightest.weights.value_bytes
+            == plan(TARGET, SPEC, RTX4090, vllm_version="0.6.5").tightest.weights.value_bytes
+            + 988_000_000)
+
+
+def test_medusa_heads_add_weights_not_kv():
+    heads = DraftModel(name="m/medusa", method="medusa", weights_bytes=GIB, attention=())
+    s = replace(SPEC, speculative_method="medusa")
+    p = plan(replace(TARGET, draft=heads), s, RTX4090, vllm_version="0.30.0")
+    assert p.kv.bytes_per_token == 28_672
+    assert any("no KV layers" in a for a in p.assumptions)
+
+
+def test_a_drafter_with_unlike_layers_counts_each():
+    """23 layers of 2 KV heads x 64 and one of 4 x 64: 23 x 512 + 1024 = 12,800 B/token."""
+    layers = DRAFT_LAYERS[:23] + (AttentionSpec(kind=FULL, num_kv_heads=4, head_dim=64),)
+    p = plan(replace(TARGET, draft=replace(DRAFT, attention=layers)), SPEC, RTX4090,
+             vllm_version="0.30.0")
+    assert p.kv.bytes_per_token == 28_672 + 12_800
