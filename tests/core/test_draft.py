@@ -96,14 +96,16 @@ def test_releases_that_run_it(version, method):
 
 def test_v1_up_to_092_falls_back_to_v0_for_a_draft_model():
     """0.9.2's v1 runs n-gram / EAGLE / Medusa / MTP only: any other drafter (or one given
-    without a method) makes the default engine fall back to v0; an explicit engine stays."""
+    without a method) makes the default engine fall back to v0; v1 asked for is refused
+    (engine/arg_utils.py `_raise_or_fallback` with VLLM_USE_V1=1)."""
     p = plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.9.2")
     assert p.engine == "v0"
     assert any("speculative decoding with a draft model" in a for a in p.assumptions)
     eagle = plan(replace(TARGET, draft=replace(DRAFT, method="eagle")),
                  replace(SPEC, speculative_method="eagle"), RTX4090, vllm_version="0.9.2")
     assert eagle.engine == "v1"
-    assert plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.9.2", engine="v1").engine == "v1"
+    with pytest.raises(UsageError, match=r"VLLM_USE_V1=1 is not supported with Speculative"):
+        plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.9.2", engine="v1")
 
 
 def test_v0_07_to_092_does_not_deduct_the_drafter_weights():

@@ -40,7 +40,13 @@ def falls_back_to_v0(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
 
 def check_draft(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     """vLLM's refusal of a draft LM where the release has none (0.10-0.14) or needs the
-    method named (0.15-0.16), in vLLM's words. Raises UsageError."""
+    method named (0.15-0.16), in vLLM's words; and of v1 asked for explicitly where a drafter
+    would make it fall back (up to 0.9.2). Raises UsageError."""
+    if falls_back_to_v0(spec, s, rules):
+        # NOTE: the default engine fell back already (`planner._pick_rules`): v1 was asked for
+        raise UsageError("VLLM_USE_V1=1 is not supported with Speculative Decoding.",
+                         where="--engine", fix="Leave the engine to vLLM (it falls back to "
+                         "v0), or use an n-gram / EAGLE / Medusa / MTP method")
     if not uses_draft(spec, s) or draft_method(s, spec.draft) != "draft_model":
         return
     text = msg.draft_model_message(rules, explicit=s.speculative_method is not None)
