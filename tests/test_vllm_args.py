@@ -130,6 +130,29 @@ def test_a_separate_drafter_is_read_and_written_back(argv):
     assert s(*args) == st
 
 
+@pytest.mark.parametrize("argv, want, note", [
+    (["--limit-mm-per-prompt", '{"image": 0, "video": 0}'], (("image", 0), ("video", 0)), None),
+    (["--limit-mm-per-prompt", "video=0,image=2"], (("image", 2), ("video", 0)), None),
+    (["--limit-mm-per-prompt.image", "0", "--limit-mm-per-prompt.video=0"],
+     (("image", 0), ("video", 0)), None),
+    (["--limit-mm-per-prompt", '{"image": {"count": 1, "width": 512, "height": 512}}'],
+     (("image", 1),), "height, width (the dummy item's size) not modelled"),
+    (["--limit-mm-per-prompt", "{}"], None, None),
+])
+def test_limit_mm_per_prompt_forms(argv, want, note):
+    """JSON, the old key=value list, dotted keys (merged), 0.11.1's per-item objects; written
+    back as one JSON object."""
+    cmd = parse_vllm_args(["m", *argv])
+    assert cmd.settings.limit_mm_per_prompt == want
+    assert (note is None) == (not any("dummy item" in n for n in cmd.notes))
+    if note:
+        assert any(note in n for n in cmd.notes)
+    if want:
+        args = settings_to_args(cmd.settings)
+        assert args == ["--limit-mm-per-prompt", json.dumps(dict(want))]
+        assert parse_vllm_args(["m", *args]).settings.limit_mm_per_prompt == want
+
+
 def test_the_old_speculative_model_flag():
     """vLLM <= 0.9: --speculative-model + --num-speculative-tokens (written back as the one
     config of newer releases, not twice)."""
@@ -173,6 +196,10 @@ def test_unknown_quantization_is_a_note():
     (["--cpu-offload-gb", "-1"], ">= 0"),
     (["--speculative-config", "{bad"], "JSON"),
     (["--speculative-config", '{"model": 3}'], "a model id or path"),
+    (["--limit-mm-per-prompt", "lots"], "image=0,video=0"),
+    (["--limit-mm-per-prompt", '{"image": -1}'], "0 to 1048576"),
+    (["--limit-mm-per-prompt", '{"image": {"width": 5}}'], 'an object with a "count"'),
+    (["--limit-mm-per-prompt", '{"a b": 1}'], "modality names"),
     (["--num-speculative-tokens", "1025"], "0 to 1024"),
     (["--spec-tokens", "1025"], "0 to 1024"),
     (["--enforce-eager=maybe"], "true or false"),
@@ -368,8 +395,9 @@ def test_unmodeled_memory_flags_are_noted():
     cmd = parse_vllm_args(["m", "--max-cudagraph-capture-size", "256", "--fully-sharded-loras",
                            "--limit-mm-per-prompt", '{"image": 2}', "-O", "3", "--port", "1"])
     assert cmd.model == "m"
-    assert set(cmd.unmodeled) == {"--fully-sharded-loras", "--limit-mm-per-prompt"}
+    assert set(cmd.unmodeled) == {"--fully-sharded-loras"}
     assert cmd.settings.max_cudagraph_capture_size == 256      # modelled (0.11.1+)
+    assert cmd.settings.limit_mm_per_prompt == (("image", 2),)  # read (0 turns the tower off)
     assert cmd.settings.optimization_level == 3                # modelled: -O N
     assert "--port" in cmd.ignored and "--port" not in cmd.unmodeled
     assert any("not modeled" in n and "--fully-sharded-loras" in n for n in cmd.notes)

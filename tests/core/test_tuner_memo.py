@@ -91,7 +91,9 @@ def random_settings(rng: random.Random) -> Settings:
                          ("cudagraph_capture_sizes", ((1, 2, 4, 8), (16, 4096))),
                          ("max_cudagraph_capture_size", (64, 256)),
                          ("mamba_cache_dtype", ("float32",)),
-                         ("mamba_ssm_cache_dtype", ("float32", "float16"))):
+                         ("mamba_ssm_cache_dtype", ("float32", "float16")),
+                         ("limit_mm_per_prompt", ((("image", 0), ("video", 0)),
+                                                  (("image", 1),)))):
         if rng.random() < 0.25:
             ch[name] = pick(values)
     if ch.get("max_num_batched_tokens") and ch.get("max_num_seqs", 0) > ch["max_num_batched_tokens"]:
@@ -178,6 +180,7 @@ SWEEP = {
     "mamba_cache_dtype": ("float32",), "mamba_ssm_cache_dtype": ("float32",),
     "optimization_level": (0,), "compilation_mode": (0,), "cudagraph_mode": ("PIECEWISE",),
     "cudagraph_capture_sizes": ((1, 2, 4),), "performance_mode": ("throughput",),
+    "limit_mm_per_prompt": ((("image", 0), ("video", 0), ("audio", 0)), (("image", 0),)),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
                 "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b",

@@ -292,3 +292,19 @@ def test_a_non_float_torch_dtype_runs_in_16_bit_with_a_note(config, declared):
     s = spec_from_config(cfg, name="x")
     assert runtime_dtype_bytes(Settings()) == 2
     assert any(f"torch_dtype '{declared}', not a dtype vLLM runs" in n for n in s.notes)
+
+
+@pytest.mark.parametrize("extra, want", [
+    ({"vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}}, ("image",)),
+    ({"vision_config": {"hidden_size": 1280, "depth": 32}, "video_token_id": 151656},
+     ("image", "video")),
+    ({"vision_config": {"hidden_size": 1152, "num_hidden_layers": 27},
+      "audio_config": {"hidden_size": 1536, "num_hidden_layers": 12}}, ("image", "audio")),
+])
+def test_encoder_modalities_from_the_config(extra, want):
+    """What --limit-mm-per-prompt counts: image with a vision tower, video where the config
+    names a video token, audio with an audio tower."""
+    cfg = {"architectures": ["X"], "model_type": "x", "hidden_size": 2048,
+           "num_attention_heads": 16, "num_key_value_heads": 8, "num_hidden_layers": 4,
+           "intermediate_size": 8192, "vocab_size": 32000, **extra}
+    assert spec_from_config(cfg, name="x").vision.modalities == want

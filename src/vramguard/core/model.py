@@ -210,6 +210,8 @@ class VisionSpec:
     num_layers: int | None = None
     image_size: int | None = None
     patch_size: int | None = None
+    # the inputs it encodes (what --limit-mm-per-prompt counts): image, video, audio
+    modalities: tuple[str, ...] = ("image",)
 
 
 @dataclass(frozen=True)

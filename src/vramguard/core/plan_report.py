@@ -17,7 +17,7 @@ from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
-                          mamba_cache_mode, model_runner_v2, sampler_copies,
+                          mamba_cache_mode, mm_encoder_off, model_runner_v2, sampler_copies,
                           v0_mamba_slot_bytes, v0_mamba_slots)
 from .weights import runtime_dtype_bytes
 
@@ -171,7 +171,8 @@ class PlanReport:
         activation estimate (one worst-case image) does not count."""
         s = self.s
         if (not self.rules.mm_dummy_at_max_len or self.spec.model_type not in QWEN_VIDEO_TYPES
-                or s.language_model_only or s.skip_mm_profiling):
+                or s.language_model_only or s.skip_mm_profiling
+                or dict(s.limit_mm_per_prompt or ()).get("video", 1) == 0):
             return None
         pairs = max(1, min(QWEN_VIDEO_MAX_FRAME_PAIRS, self.L // QWEN_FRAME_PAIR_TOKENS))
         if pairs < 2:
@@ -181,6 +182,21 @@ class PlanReport:
                 "the one image the activation estimate counts (not modelled: no startup log "
                 "checks its size). If the profile run runs out of memory, pass "
                 "--limit-mm-per-prompt '{\"video\": 0}' or a shorter --max-model-len.")
+
+    def _mm_limits_note(self) -> str:
+        """What --limit-mm-per-prompt does to the encoder (`stage_terms.mm_settings`)."""
+        limits = ", ".join(f"{k} {v}" for k, v in self.s.limit_mm_per_prompt)
+        vision = self.spec.vision
+        if vision is None:
+            return f"--limit-mm-per-prompt ({limits}): a text-only model, no effect."
+        inputs = ", ".join(vision.modalities)
+        if not mm_encoder_off(self.spec, self.s):
+            return (f"--limit-mm-per-prompt ({limits}): the encoder ({inputs}) is profiled as "
+                    "without it (limits above 0 are not modelled).")
+        loaded = ("not loaded either" if self.s.language_model_only else
+                  "still loaded (this release builds it whatever the limit)")
+        return (f"--limit-mm-per-prompt ({limits}) turns off every input of the encoder "
+                f"({inputs}): not profiled, and {loaded}.")
 
     def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
         st = min(self.stages, key=lambda x: x.kv)
@@ -203,6 +219,8 @@ class PlanReport:
         mm_note = self._mm_profile_note() or self._dummy_video_note()
         if mm_note:
             out.append(mm_note)
+        if self.s.limit_mm_per_prompt is not None:
+            out.append(self._mm_limits_note())
         out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
                    f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}"
                    f"{self._all_reduce_note()}).")

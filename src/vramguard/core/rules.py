@@ -40,6 +40,10 @@ class VllmRules:
     # back to v0 unless the method is one v1 runs), "none_0100" / "none" (0.10-0.14: vLLM
     # refuses it), "explicit" (0.15-0.16: only with "method": "draft_model"), "inferred" (0.17+)
     draft_model: str = "v0_in_budget"
+    # --limit-mm-per-prompt with every modality of the encoder at 0: the tower is not profiled
+    # in any release; it is not loaded either for these model types ("*": every model, 0.15+
+    # `SupportsMultiModal._mark_tower_model`; 0.10.1-0.14 the models that check the limit)
+    mm_zero_skips_tower: frozenset[str] = frozenset()
     # v0: request slots of the Mamba state (models/mamba_cache.py), allocated in the profile
     # run's first forward: "round" (max_num_seqs rounded up to a CUDA-graph batch size, up to
     # 0.6.4), "eager_8194" (0.6.5-0.7.2: 8,194 slots with --enforce-eager, else rounded),

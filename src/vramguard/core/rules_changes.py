@@ -100,6 +100,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
     ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
      "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
+    ("0.10.1", "both", {"mm_zero_skips_tower": frozenset({
+        "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl"})},
+     "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
+     "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
     ("0.10.2", "both", {"init_token_buffers": True},
      "per-layer-embedding input buffer of multimodal Gemma-3n (gemma3n_mm.py)"),
@@ -113,6 +117,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
     ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
+    ("0.11.0", "v1", {"mm_zero_skips_tower": frozenset({
+        "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl",
+        "qwen3_vl", "qwen3_vl_moe"})}, "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
     ("0.11.0", "v1", {"draft_model": "none"},
      "'Draft model speculative decoding is not supported yet' (engine/arg_utils.py; the "
      "inferred method: config/speculative.py)"),
@@ -133,6 +140,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "-O N is --optimization-level (O0: no graphs); any graph mode without compilation mode 3 "
      "becomes NONE (config/vllm.py __post_init__, OPTIMIZATION_LEVEL_00-03)"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
+    ("0.12.0", "v1", {"mm_zero_skips_tower": frozenset({
+        "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl",
+        "qwen3_vl", "qwen3_vl_moe", "pixtral"})}, "pixtral.py checks the limit too"),
     ("0.12.0", "v1", {"block_size_choices": (1, 8, 16, 32, 64, 128, 256), "block_size_16": None},
      "BlockSize gains 256; the selector falls back to FlexAttention (config/cache.py)"),
     ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
@@ -165,6 +175,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "mamba_mode_choices": ("align", "all", "none")},
      "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
      "(config/cache.py, models/config.py MambaModelConfig)"),
+    ("0.15.0", "v1", {"mm_zero_skips_tower": frozenset({"*"})},
+     "every multimodal model: SupportsMultiModal._mark_tower_model skips a tower whose "
+     "modalities are all limited to 0 (model_executor/models/interfaces.py)"),
     ("0.15.0", "v1", {"draft_model": "explicit"},
      "v1 draft models (v1/spec_decode/draft_model.py), with \"method\": \"draft_model\" "
      "only: else 'Unsupported speculative method: 'None'' (config/speculative.py)"),

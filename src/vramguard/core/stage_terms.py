@@ -419,3 +419,26 @@ def _nvlink_class(gpu: GpuSpec) -> bool:
     """Data-centre parts where custom all-reduce runs (NVLink / full P2P)."""
     name = gpu.name.upper()
     return any(k in name for k in ("A100", "H100-80GB", "H200", "H20", "B200", "B300", "GH200"))
+
+
+def mm_encoder_off(spec: ModelSpec, s: Settings) -> bool:
+    """--limit-mm-per-prompt limits every modality the encoder takes to 0 (a modality left
+    out keeps vLLM's default limit, so the encoder stays)."""
+    limits = s.limit_mm_per_prompt
+    if not limits or spec.vision is None:
+        return False
+    given = dict(limits)
+    return all(given.get(m, 1) == 0 for m in spec.vision.modalities)
+
+
+def mm_settings(spec: ModelSpec, s: Settings, rules: VllmRules) -> Settings:
+    """The settings the terms read once --limit-mm-per-prompt is applied: with every modality
+    at 0 the encoder is not profiled (any release) and, where the release skips building the
+    tower (`rules.mm_zero_skips_tower`), not loaded. Unchanged otherwise (and for the
+    settings the plan echoes)."""
+    if s.limit_mm_per_prompt is None or not mm_encoder_off(spec, s):
+        return s
+    skips = rules.mm_zero_skips_tower
+    loaded = not ("*" in skips or spec.model_type in skips)
+    return replace(s, skip_mm_profiling=True,
+                   language_model_only=s.language_model_only or not loaded)

@@ -41,7 +41,23 @@ def vision_from_config(top: Fields, text_hidden: int, notes: list[str]) -> Visio
         total += _audio_tower(audio, text_hidden)
         notes.append("audio tower parameters estimated from its size (+/- 10%)")
     return VisionSpec(num_params=total, hidden_size=hidden, num_layers=layers, image_size=image,
-                      patch_size=patch)
+                      patch_size=patch, modalities=_modalities(top, v is not None,
+                                                               audio is not None))
+
+
+# NOTE: a config that takes videos names their placeholder token (Qwen2/2.5/3-VL
+# `video_token_id`, LLaVA-OneVision `video_token_index`, ...).
+_VIDEO_KEYS = ("video_token_id", "video_token_index", "video_token", "video_start_token_id")
+
+
+def _modalities(top: Fields, vision: bool, audio: bool) -> tuple[str, ...]:
+    """The inputs the towers encode (the keys of vLLM's --limit-mm-per-prompt)."""
+    out = ["image"] if vision else []
+    if vision and any(k in top.data for k in _VIDEO_KEYS):
+        out.append("video")
+    if audio:
+        out.append("audio")
+    return tuple(out)
 
 
 def _dims(v: Fields) -> tuple[int, int, int]:

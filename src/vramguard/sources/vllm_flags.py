@@ -11,6 +11,7 @@ POS_INT, HUMAN_INT, FLOAT_FRAC, FLOAT_NONNEG, CHOICE, STR, BOOL, TRIBOOL, JSON, 
     "pos_int", "human_int", "frac", "float>=0", "choice", "str", "bool", "tribool", "json",
     "max_model_len")
 COMPILE, INT_LIST = "compile", "int_list"      # sources/vllm_compile.py
+MM_LIMITS = "mm_limits"                          # sources/vllm_values.py mm_limits
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")     # by release: core/validation.py
@@ -70,6 +71,7 @@ FLAGS: dict[str, Flag] = {
     "--enable-expert-parallel": Flag("enable_expert_parallel", BOOL),
     "--disable-custom-all-reduce": Flag("disable_custom_all_reduce", BOOL),
     "--language-model-only": Flag("language_model_only", BOOL),
+    "--limit-mm-per-prompt": Flag("limit_mm_per_prompt", MM_LIMITS),
     "--skip-mm-profiling": Flag("skip_mm_profiling", BOOL),
     "--enable-lora": Flag("enable_lora", BOOL),
     "--max-loras": Flag("max_loras", POS_INT, 1),
@@ -188,7 +190,7 @@ IGNORED_MULTI = frozenset("""
 UNMODELED_VALUE = frozenset("""
 --max-seq-len-to-capture
 --max-context-len-to-capture
---mamba-block-size --mamba-config --limit-mm-per-prompt --kv-offloading-size
+--mamba-block-size --mamba-config --kv-offloading-size
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
 --offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
 --max-num-scheduled-tokens --decode-context-parallel-size --prefill-context-parallel-size

@@ -205,6 +205,9 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
             values["--compilation-config"] = json.dumps(conf)
         elif name == "optimization_level":
             values["-O"] = settings.optimization_level
+        elif name == "limit_mm_per_prompt":
+            limits = settings.limit_mm_per_prompt
+            values["--limit-mm-per-prompt"] = json.dumps(dict(limits)) if limits else None
         elif name == "num_speculative_tokens":
             n, method = settings.num_speculative_tokens, settings.speculative_method
             draft = settings.speculative_model

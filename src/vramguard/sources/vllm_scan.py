@@ -202,6 +202,13 @@ class _Scan:
                                  fix=f"Write {name} 1 2 4 8.")
             self.apply(flag, " ".join(tokens[i:j]))
             return j
+        if flag == "--limit-mm-per-prompt" and dotted:
+            # NOTE: `--limit-mm-per-prompt.image 0`: one modality, merged with the others
+            value, i = self._take_value(name, eq, inline, tokens, i)
+            merged = dict(self.changes.get("limit_mm_per_prompt") or ())
+            merged[dotted] = value
+            self.apply(flag, merged)
+            return i
         if flag == "--speculative-config" and dotted:
             value, i = self._take_value(name, eq, inline, tokens, i)
             if dotted.replace("-", "_") == "num_speculative_tokens":

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from . import vllm_compile
 from .vllm_flags import (
     BOOL, CHOICE, COMPILE, FLAGS, FLOAT_FRAC, FLOAT_NONNEG, HUMAN_INT, INT_LIST, JSON, MAXLEN,
-    POS_INT, QUANT_METHODS, TRIBOOL, Flag as _Flag)
+    MM_LIMITS, POS_INT, QUANT_METHODS, TRIBOOL, Flag as _Flag)
 
 _HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
 _DEC = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -105,6 +105,8 @@ def _max_model_len(flag: str, value: object, spec: _Flag) -> dict:
     return {"max_model_len": n, "max_model_len_auto": False}
 
 
+_NO_SPECULATION = {"num_speculative_tokens": 0, "speculative_method": None,
+                   "speculative_model": None}
 _SPEC_JSON = 'a JSON object such as \'{"method": "ngram", "num_speculative_tokens": 3}\''
 
 
@@ -113,7 +115,7 @@ def _speculative(flag: str, value: object) -> dict:
     if isinstance(value, str):
         text = value.strip()
         if text in ("", "None", "null"):
-            return {"num_speculative_tokens": 0, "speculative_method": None, "speculative_model": None}
+            return dict(_NO_SPECULATION)
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
@@ -122,7 +124,7 @@ def _speculative(flag: str, value: object) -> dict:
             raise UsageError("not valid JSON (nested too deeply)", where=flag,
                              fix=f"Expected {_SPEC_JSON}.") from None
     if value is None:
-        return {"num_speculative_tokens": 0, "speculative_method": None, "speculative_model": None}
+        return dict(_NO_SPECULATION)
     if not isinstance(value, dict):
         raise _bad(flag, value, "a JSON object")
     out: dict = {}
@@ -144,6 +146,51 @@ def _speculative(flag: str, value: object) -> dict:
             raise _bad(flag + ".model", model, "a model id or path")
         out["speculative_model"] = model.strip() or None if model else None
     return out
+
+
+_MM_HELP = 'a JSON object such as \'{"image": 0, "video": 0}\' (or image=0,video=0)'
+_MM_COUNT = _Flag("limit_mm_per_prompt", POS_INT, 0, 1 << 20)
+
+
+def mm_limits(flag: str, value: object, notes: list[str] | None = None) -> dict:
+    """`--limit-mm-per-prompt` -> items per prompt by modality, sorted: `{"image": 0}`,
+    `{"image": {"count": 1, "width": 512}}` (0.11.1+: the size is noted, not modelled) and
+    the old `image=16,video=2`."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("", "None", "null"):
+            return {"limit_mm_per_prompt": None}
+        try:
+            value = json.loads(text) if text.startswith("{") else _mm_pairs(flag, text)
+        except (json.JSONDecodeError, RecursionError):
+            raise _bad(flag, value, _MM_HELP) from None
+    if not isinstance(value, dict):
+        raise _bad(flag, value, _MM_HELP)
+    out: dict[str, int] = {}
+    for key, count in value.items():
+        name = str(key).strip()
+        if not re.fullmatch(r"[A-Za-z_][\w-]*", name):
+            raise _bad(flag, key, "modality names such as image, video, audio")
+        if isinstance(count, dict):
+            if "count" not in count:
+                raise _bad(f"{flag}.{name}", count, 'an object with a "count"')
+            extra = sorted(str(k) for k in count if k != "count")
+            if extra and notes is not None:
+                notes.append(f"{flag}.{name}: {', '.join(extra)} (the dummy item's size) "
+                             "not modelled")
+            count = count["count"]
+        out[name] = _to_int(f"{flag}.{name}", count, _MM_COUNT, human=False)
+    return {"limit_mm_per_prompt": tuple(sorted(out.items())) or None}
+
+
+def _mm_pairs(flag: str, text: str) -> dict:
+    pairs = {}
+    for part in text.split(","):
+        key, sep, val = part.partition("=")
+        if not sep:
+            raise _bad(flag, text, _MM_HELP)
+        pairs[key.strip()] = val.strip()
+    return pairs
 
 
 def convert_value(flag: str, value: object, notes: list[str] | None = None) -> dict:
@@ -173,6 +220,8 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
         return {spec.field: text}
     if kind == JSON:
         return _speculative(flag, value)
+    if kind == MM_LIMITS:
+        return mm_limits(flag, value, notes)
     if kind == INT_LIST:
         if isinstance(value, str) and value.strip() in ("None", ""):
             return {spec.field: None}

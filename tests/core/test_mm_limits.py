@@ -1,0 +1,71 @@
+"""--limit-mm-per-prompt with every input of the encoder at 0: not profiled in any release,
+not loaded where the release skips building the tower (0.10.1-0.14: the models that check
+the limit; 0.15+: every model)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core_specs import dense
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.model import VisionSpec
+from vramguard.core.planner import plan
+from vramguard.core.settings import Settings
+
+L4 = lookup_gpu("L4")
+TOWER_PARAMS = 675_000_000
+QWEN_VL = replace(dense("q/vl", layers=28, hidden=3584, heads=28, kv_heads=4, inter=18944,
+                        vocab=152064, max_pos=32768, rope={}, model_type="qwen2_5_vl"),
+                  vision=VisionSpec(num_params=TOWER_PARAMS, hidden_size=1280, num_layers=32,
+                                    patch_size=14, modalities=("image", "video")))
+GEMMA = replace(QWEN_VL, model_type="gemma3",
+                vision=replace(QWEN_VL.vision, modalities=("image",)))
+BASE = Settings(max_model_len=8192)
+OFF = BASE.with_(limit_mm_per_prompt=(("image", 0), ("video", 0)))
+
+
+def terms(spec, s, version):
+    t = plan(spec, s, L4, vllm_version=version).tightest
+    return t.weights.value_bytes, t.activation.value_bytes
+
+
+@pytest.mark.parametrize("version, model, unloaded", [
+    ("0.9.2", QWEN_VL, False),       # before 0.10.1: built whatever the limit
+    ("0.11.0", QWEN_VL, True),       # qwen2_5_vl.py checks the limit from 0.10.1
+    ("0.11.0", GEMMA, False),        # gemma3 does not before 0.15
+    ("0.15.0", GEMMA, True),         # every model from 0.15
+])
+def test_every_input_at_zero(version, model, unloaded):
+    """The tower's weights (bf16, TP 1) go when the release skips it; the profile is the one
+    --skip-mm-profiling gives in every release."""
+    w_on, a_on = terms(model, BASE, version)
+    w_off, a_off = terms(model, OFF, version)
+    assert w_on - w_off == (2 * TOWER_PARAMS if unloaded else 0)
+    assert a_off == terms(model, BASE.with_(skip_mm_profiling=True), version)[1]
+    assert a_off <= a_on
+
+
+@pytest.mark.parametrize("limits", [(("image", 0),),                  # video still on
+                                    (("image", 1), ("video", 0)),
+                                    (("audio", 0),)])
+def test_an_input_left_on_keeps_the_encoder(limits):
+    assert terms(QWEN_VL, BASE.with_(limit_mm_per_prompt=limits), "0.30.0") == \
+        terms(QWEN_VL, BASE, "0.30.0")
+
+
+def test_the_plan_echoes_the_flag_and_says_what_it_did():
+    p = plan(QWEN_VL, OFF, L4, vllm_version="0.30.0")
+    assert p.settings["limit_mm_per_prompt"] == (("image", 0), ("video", 0))
+    assert p.settings["language_model_only"] is False       # as given, not as applied
+    assert p.settings_sources["limit_mm_per_prompt"] == "user"
+    assert any("turns off every input of the encoder (image, video): not profiled, and not "
+               "loaded either" in a for a in p.assumptions)
+    old = plan(QWEN_VL, OFF, L4, vllm_version="0.9.2")
+    assert any("still loaded" in a for a in old.assumptions)
+    part = plan(QWEN_VL, BASE.with_(limit_mm_per_prompt=(("image", 0),)), L4,
+                vllm_version="0.30.0")
+    assert any("limits above 0 are not modelled" in a for a in part.assumptions)
+    text = plan(dense(), OFF, L4, vllm_version="0.30.0")
+    assert any("a text-only model, no effect" in a for a in text.assumptions)
