@@ -108,6 +108,8 @@ def plan_for_log(ex: Extracted, *, gpu: str | None = None, model: str | None = N
     if gspec is None:
         return None, why
     settings, _ = settings_for_log(ex)
+    from ..sources.draft import attach_draft
+    spec, _ = attach_draft(spec, settings, offline=True)     # NOTE: a drafter the log names
     free = int(ex.free_at_start_gib * GIB) if ex.free_at_start_gib else None
     version = normalize_version(ex.version)
     note = None if version else "the log does not print the vLLM version: planned for the newest"
