@@ -73,11 +73,11 @@ def _eagle_folder(tmp_path, name):
     return str(folder)
 
 
-@pytest.mark.parametrize("method, lm_head", [("eagle", 0), ("eagle3", 128256 * 4096)])
+@pytest.mark.parametrize("method, lm_head", [("eagle", 0), ("eagle3", 32000 * 4096)])
 def test_an_eagle_head_from_its_config(tmp_path, method, lm_head):
     """No checkpoint headers: the decoder layer (q/o 4096^2 each, k/v 4096 x 1024 each, gated
     MLP 3 x 4096 x 14336, 2 norms) and the final norm at 2 B; the embedding shared with the
-    target; EAGLE-3's own LM head counted over the full vocabulary (an upper bound)."""
+    target; EAGLE-3's own LM head over its draft vocabulary (config `draft_vocab_size`)."""
     ref = _eagle_folder(tmp_path, method)
     s = Settings(num_speculative_tokens=3, speculative_model=ref, speculative_method=method)
     spec, notes = spec_and(s, target="meta-llama/Llama-3.1-8B-Instruct")

@@ -70,8 +70,8 @@ def attach_draft(spec: ModelSpec, settings: Settings, *,
     notes = []
     if method in HEAD_METHODS and not from_ckpt:
         notes.append(f"drafter {ref}: EAGLE head weights estimated from its config (decoder "
-                     "layers" + (" and its own LM head over the full vocabulary" if method ==
-                                 "eagle3" else "; embeddings and LM head shared") + ")")
+                     "layers" + (" and its own LM head" if method == "eagle3" else
+                                 "; embeddings and LM head shared") + ")")
     return replace(spec, draft=draft), notes
 
 
@@ -87,8 +87,26 @@ def _weights(d: ModelSpec, method: str, settings: Settings) -> tuple[int, bool]:
         return d.checkpoint.total_bytes, True
     params = sum(layer.params.total() for layer in d.layers) + d.final_norm_params
     if method == "eagle3":
-        params += d.lm_head_params or d.embed_params
+        vocab = _config_int(d, "draft_vocab_size")
+        params += (vocab * d.hidden_size if vocab else d.lm_head_params or d.embed_params)
     return params * runtime_dtype_bytes(settings), False
+
+
+def _config_int(d: ModelSpec, key: str) -> int | None:
+    """An integer of the drafter's config.json that the spec does not keep (EAGLE-3's
+    `draft_vocab_size`), where the config is a local file (a folder, the HF cache)."""
+    from pathlib import Path
+
+    from .resolve import read_json
+    ref = d.source_ref or ""
+    path = Path(ref[len("hf-cache:"):] if ref.startswith("hf-cache:") else ref)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        value = read_json(path).get(key) if path.is_file() else None
+    except (SourceError, OSError):
+        return None
+    return value if isinstance(value, int) and 0 < value <= 1 << 24 else None
 
 
 def load_with_draft(model: str, settings: Settings, *, offline: bool = False,
