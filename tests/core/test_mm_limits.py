@@ -69,3 +69,25 @@ def test_the_plan_echoes_the_flag_and_says_what_it_did():
     assert any("limits above 0 are not modelled" in a for a in part.assumptions)
     text = plan(dense(), OFF, L4, vllm_version="0.30.0")
     assert any("a text-only model, no effect" in a for a in text.assumptions)
+
+
+@pytest.mark.parametrize("model, version, replicated", [
+    (QWEN_VL, "0.11.0", True),       # qwen2_5_vl supports_encoder_tp_data
+    (GEMMA, "0.30.0", False),        # gemma3 does not: vLLM falls back to "weights"
+])
+def test_encoder_tp_mode_data_replicates_the_encoder(model, version, replicated):
+    """TP 2: "data" keeps the whole encoder on each rank (+ half the tower, bf16) where the
+    model supports it; the plan says which."""
+    tp2 = BASE.with_(tensor_parallel_size=2)
+    w = plan(model, tp2, L4, vllm_version=version).tightest.weights.value_bytes
+    p = plan(model, tp2.with_(mm_encoder_tp_mode="data"), L4, vllm_version=version)
+    assert p.tightest.weights.value_bytes - w == (TOWER_PARAMS if replicated else 0)
+    assert p.settings["mm_encoder_tp_mode"] == "data"
+    said = "replicated on every TP rank" if replicated else "falls back to 'weights'"
+    assert any(said in a for a in p.assumptions)
+
+
+def test_encoder_tp_mode_is_a_0_11_flag():
+    from vramguard.errors import UsageError
+    with pytest.raises(UsageError, match="unrecognized arguments: --mm-encoder-tp-mode data"):
+        plan(QWEN_VL, BASE.with_(mm_encoder_tp_mode="data"), L4, vllm_version="0.10.2")

@@ -221,6 +221,12 @@ class PlanReport:
             out.append(mm_note)
         if self.s.limit_mm_per_prompt is not None:
             out.append(self._mm_limits_note())
+        if self.eff.values.get("mm_encoder_tp_mode") == "data" and self.spec.vision is not None:
+            out.append("--mm-encoder-tp-mode data: the encoder is replicated on every TP rank "
+                       "(in the weights)" if self.s.mm_encoder_tp_mode == "data" else
+                       "--mm-encoder-tp-mode data: vLLM falls back to 'weights' for this model "
+                       "('This model does not support `--mm-encoder-tp-mode data`'): the encoder "
+                       "is sharded over the TP ranks")
         out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
                    f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}"
                    f"{self._all_reduce_note()}).")

@@ -115,7 +115,8 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",
           "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size",
           "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
-          "performance_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "limit_mm_per_prompt")
+          "performance_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "limit_mm_per_prompt",
+          "mm_encoder_tp_mode")
 
 
 def _is_user(s: Settings, name: str, default) -> bool:
@@ -296,7 +297,8 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
-    settings = mm_settings(spec, settings, rules)
+    if spec.vision is not None:
+        settings = mm_settings(spec, settings, rules)
     stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks,
                                                device)
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,

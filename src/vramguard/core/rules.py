@@ -44,6 +44,10 @@ class VllmRules:
     # in any release; it is not loaded either for these model types ("*": every model, 0.15+
     # `SupportsMultiModal._mark_tower_model`; 0.10.1-0.14 the models that check the limit)
     mm_zero_skips_tower: frozenset[str] = frozenset()
+    # --mm-encoder-tp-mode (0.11+): the model types whose encoder "data" replicates on every
+    # TP rank (`supports_encoder_tp_data`); others fall back to "weights" (sharded). None:
+    # the release has no such flag
+    encoder_tp_data_types: frozenset[str] | None = None
     # v0: request slots of the Mamba state (models/mamba_cache.py), allocated in the profile
     # run's first forward: "round" (max_num_seqs rounded up to a CUDA-graph batch size, up to
     # 0.6.4), "eager_8194" (0.6.5-0.7.2: 8,194 slots with --enforce-eager, else rounded),

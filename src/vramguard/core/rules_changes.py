@@ -120,6 +120,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"mm_zero_skips_tower": frozenset({
         "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl",
         "qwen3_vl", "qwen3_vl_moe"})}, "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
+    ("0.11.0", "v1", {"encoder_tp_data_types": frozenset({
+        "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe",
+        "internvl_chat", "kimi_vl", "minicpmv", "llama4", "step3_vl", "dots_ocr"})},
+     "--mm-encoder-tp-mode; models with supports_encoder_tp_data (config/model.py falls "
+     "back to 'weights' for the others)"),
     ("0.11.0", "v1", {"draft_model": "none"},
      "'Draft model speculative decoding is not supported yet' (engine/arg_utils.py; the "
      "inferred method: config/speculative.py)"),
@@ -184,6 +189,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.17.0", "v1", {"encoder_tp_data_types": frozenset({
+        "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm4v",
+        "glm4v_moe", "internvl_chat", "kimi_vl", "minicpmv", "llama4", "step3_vl", "dots_ocr",
+        "kimi_k25"})}, "Qwen3.5 (a Qwen3-VL subclass) and Kimi-K2.5 encoders too"),
     ("0.17.0", "v1", {"draft_model": "inferred"},
      "a drafter that is no EAGLE/Medusa/MTP model is inferred as draft_model "
      "(config/speculative.py SpeculativeConfig.__post_init__)"),

@@ -58,6 +58,7 @@ class Settings:
     language_model_only: bool = False         # no multimodal encoder loaded or profiled
     # --limit-mm-per-prompt: items per prompt by modality, sorted (("image", 0), ("video", 0))
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
+    mm_encoder_tp_mode: str | None = None     # "weights" (shard the encoder) | "data" (0.11+)
     skip_mm_profiling: bool = False           # encoder not in the profile run's peak
     entrypoint: str = "serve"                 # "serve" (vllm serve / api_server) or "llm" (LLM class)
     model: str | None = None                  # the model argument as given, if any

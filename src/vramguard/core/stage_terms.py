@@ -432,10 +432,14 @@ def mm_encoder_off(spec: ModelSpec, s: Settings) -> bool:
 
 
 def mm_settings(spec: ModelSpec, s: Settings, rules: VllmRules) -> Settings:
-    """The settings the terms read once --limit-mm-per-prompt is applied: with every modality
-    at 0 the encoder is not profiled (any release) and, where the release skips building the
-    tower (`rules.mm_zero_skips_tower`), not loaded. Unchanged otherwise (and for the
-    settings the plan echoes)."""
+    """The settings the terms read once the multimodal flags are applied (the plan echoes them
+    as given): --mm-encoder-tp-mode data falls back to "weights" for a model whose encoder
+    vLLM cannot replicate; --limit-mm-per-prompt with every modality at 0 turns the encoder's
+    profile off (any release) and, where the release skips building the tower
+    (`rules.mm_zero_skips_tower`), its weights."""
+    if s.mm_encoder_tp_mode == "data" and spec.model_type not in (rules.encoder_tp_data_types
+                                                                   or ()):
+        s = replace(s, mm_encoder_tp_mode="weights")
     if s.limit_mm_per_prompt is None or not mm_encoder_off(spec, s):
         return s
     skips = rules.mm_zero_skips_tower

@@ -154,8 +154,11 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
         total_b += spec.embed_params * shard * emb_b + spec.extra_params * dtype_b
         params += int(spec.embed_params * shard) + spec.extra_params
         if spec.vision and not settings.language_model_only:
-            total_b += spec.vision.num_params / tp * dtype_b
-            params += spec.vision.num_params // tp
+            # NOTE: --mm-encoder-tp-mode data replicates the encoder on every TP rank
+            # (`stage_terms.mm_settings` has already applied vLLM's fallback to "weights")
+            enc = 1 if settings.mm_encoder_tp_mode == "data" else tp
+            total_b += spec.vision.num_params / enc * dtype_b
+            params += spec.vision.num_params // enc
     if pp_rank == pp - 1:
         head = spec.lm_head_params
         if spec.tie_word_embeddings and pp > 1 and not head:

@@ -72,6 +72,7 @@ FLAGS: dict[str, Flag] = {
     "--disable-custom-all-reduce": Flag("disable_custom_all_reduce", BOOL),
     "--language-model-only": Flag("language_model_only", BOOL),
     "--limit-mm-per-prompt": Flag("limit_mm_per_prompt", MM_LIMITS),
+    "--mm-encoder-tp-mode": Flag("mm_encoder_tp_mode", CHOICE, choices=("weights", "data")),
     "--skip-mm-profiling": Flag("skip_mm_profiling", BOOL),
     "--enable-lora": Flag("enable_lora", BOOL),
     "--max-loras": Flag("max_loras", POS_INT, 1),
@@ -124,7 +125,7 @@ IGNORED_VALUE = frozenset("""
 --expert-placement-strategy --num-redundant-experts --eplb-window-size --eplb-step-interval
 --max-parallel-loading-workers --worker-cls --worker-extension-cls --prefix-caching-hash-algo
 --media-io-kwargs --mm-processor-kwargs --mm-processor-cache-gb --mm-processor-cache-type
---mm-shm-cache-max-object-size-mb --mm-encoder-tp-mode --mm-encoder-attn-backend
+--mm-shm-cache-max-object-size-mb --mm-encoder-attn-backend
 --mm-encoder-attn-dtype --video-pruning-rate --lora-dtype --default-mm-loras
 --lora-target-modules --show-hidden-metrics-for-version --otlp-traces-endpoint
 --collect-detailed-traces --max-num-partial-prefills --max-long-partial-prefills
