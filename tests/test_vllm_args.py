@@ -153,6 +153,18 @@ def test_limit_mm_per_prompt_forms(argv, want, note):
         assert parse_vllm_args(["m", *args]).settings.limit_mm_per_prompt == want
 
 
+@pytest.mark.parametrize("version, argv", [
+    (None, ["--mm-encoder-tp-mode", "data"]),
+    ("0.10.1", ["--enable-multimodal-encoder-data-parallel"]),
+])
+def test_encoder_data_parallel_flags(version, argv):
+    """--mm-encoder-tp-mode data (0.11+) and 0.10's switch are one setting, written back in
+    the release's own form."""
+    for form in (["--mm-encoder-tp-mode", "data"], ["--enable-multimodal-encoder-data-parallel"]):
+        assert s(*form).mm_encoder_tp_mode == "data"
+    assert settings_to_args(s("--mm-encoder-tp-mode", "data"), version=version) == argv
+
+
 def test_the_old_speculative_model_flag():
     """vLLM <= 0.9: --speculative-model + --num-speculative-tokens (written back as the one
     config of newer releases, not twice)."""

@@ -87,7 +87,15 @@ def test_encoder_tp_mode_data_replicates_the_encoder(model, version, replicated)
     assert any(said in a for a in p.assumptions)
 
 
-def test_encoder_tp_mode_is_a_0_11_flag():
+def test_encoder_tp_mode_by_release():
+    """V1 0.11+ (--mm-encoder-tp-mode); 0.10 had --enable-multimodal-encoder-data-parallel,
+    read by Llama 4 (and Step3-VL from 0.10.1) only; nothing before."""
     from vramguard.errors import UsageError
+    data = BASE.with_(mm_encoder_tp_mode="data", tensor_parallel_size=2)
     with pytest.raises(UsageError, match="unrecognized arguments: --mm-encoder-tp-mode data"):
-        plan(QWEN_VL, BASE.with_(mm_encoder_tp_mode="data"), L4, vllm_version="0.10.2")
+        plan(QWEN_VL, data, L4, vllm_version="0.9.2")
+    llama4 = replace(QWEN_VL, model_type="llama4")
+    for model, extra in ((QWEN_VL, 0), (llama4, TOWER_PARAMS)):
+        w = plan(model, data.with_(mm_encoder_tp_mode=None), L4, vllm_version="0.10.2")
+        d = plan(model, data, L4, vllm_version="0.10.2")
+        assert d.tightest.weights.value_bytes - w.tightest.weights.value_bytes == extra

@@ -87,11 +87,16 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "both", {"tokenizer_cap": True}, "§7"),
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
+    ("0.10.0", "v1", {"encoder_tp_data_types": frozenset({"llama4"})},
+     "--enable-multimodal-encoder-data-parallel: Llama 4's vision encoder replicated per TP "
+     "rank (mllama4.py; the flag became --mm-encoder-tp-mode data in 0.11)"),
     ("0.10.0", "both", {"draft_model": "none_0100"},
      "'Speculative decoding with draft model is not supported yet' (config.py "
      "SpeculativeConfig, engine/arg_utils.py); vllm/spec_decode (v0) removed"),
     ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
+    ("0.10.1", "v1", {"encoder_tp_data_types": frozenset({"llama4", "step3_vl"})},
+     "step3_vl.py reads the switch too"),
     ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
      "--mamba-cache-dtype / --mamba-ssm-cache-dtype (config/cache.py MambaDType; "
      "mamba_utils.py MambaStateDtypeCalculator)"),

@@ -86,7 +86,8 @@ def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
                             f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
     if s.mm_encoder_tp_mode is not None and rules.encoder_tp_data_types is None:
         raise _unrecognized("--mm-encoder-tp-mode", s.mm_encoder_tp_mode,
-                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11+)")
+                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11+; "
+                            "0.10: --enable-multimodal-encoder-data-parallel)")
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
         raise _unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
                             f"vLLM {version} has no such flag (0.9-0.12); use "

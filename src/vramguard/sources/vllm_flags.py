@@ -73,6 +73,8 @@ FLAGS: dict[str, Flag] = {
     "--language-model-only": Flag("language_model_only", BOOL),
     "--limit-mm-per-prompt": Flag("limit_mm_per_prompt", MM_LIMITS),
     "--mm-encoder-tp-mode": Flag("mm_encoder_tp_mode", CHOICE, choices=("weights", "data")),
+    # vLLM 0.10-0.12 (deprecated from 0.11): the same as --mm-encoder-tp-mode data
+    "--enable-multimodal-encoder-data-parallel": Flag("mm_encoder_tp_mode", BOOL),
     "--skip-mm-profiling": Flag("skip_mm_profiling", BOOL),
     "--enable-lora": Flag("enable_lora", BOOL),
     "--max-loras": Flag("max_loras", POS_INT, 1),
@@ -162,7 +164,7 @@ IGNORED_BOOL = frozenset("""
 --data-parallel-hybrid-lb --data-parallel-external-lb --data-parallel-multi-port-external-lb
 --enable-dbo --disable-nccl-for-dp-synchronization --enable-eplb --eplb-log-balancedness
 --ray-workers-use-nsight
---enable-multimodal-encoder-data-parallel --calculate-kv-scales --kv-sharing-fast-prefill
+--calculate-kv-scales --kv-sharing-fast-prefill
 --enable-mm-embeds --interleave-mm-strings --disable-mm-preprocessor-cache --enable-lora-bias
 --disable-chunked-mm-input --guided-decoding-disable-fallback
 --guided-decoding-disable-any-whitespace --guided-decoding-disable-additional-properties
