@@ -323,3 +323,16 @@ def test_model_without_kv_cache_is_limited_by_max_num_seqs_only():
     assert any("no KV cache" in n for n in rec.notes)
     assert all(o.settings.kv_cache_dtype == "auto" for o in res.options)   # nothing to shrink
     assert not any(o.fixed_pool for o in res.options)
+
+
+@pytest.mark.parametrize("name", ["max_num_seqs", "max_num_batched_tokens",
+                                  "gpu_memory_utilization", "kv_cache_memory_bytes"])
+def test_a_flag_given_as_none_pins_nothing(name):
+    """`--max-num-seqs None` (or an empty value) is vLLM's default, not a pin: the search
+    sizes it (it crashed comparing None with numbers)."""
+    model = "Qwen/Qwen2.5-0.5B-Instruct"
+    got = tune(request(model, "RTX-5070Ti", base=pinned(**{name: None}),
+                       workload=Workload(500, 1000, 2000)))
+    plain = tune(request(model, "RTX-5070Ti", workload=Workload(500, 1000, 2000)))
+    assert got.recommended is not None
+    assert got.recommended.settings == plain.recommended.settings

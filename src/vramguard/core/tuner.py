@@ -17,6 +17,7 @@ and `--kv-cache-memory-bytes` (0.10.2+) as a fixed-pool alternative.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from . import failures as F
 from ._frozen import maker
@@ -272,6 +273,7 @@ def tune(req: TuneRequest) -> TuneResult:
     """Search TP/PP size, utilization, max_model_len, max_num_seqs, batched tokens, KV dtype,
     fp8 weights and a fixed KV pool; rank the options; explain when nothing fits."""
     _check(req)
+    req = _without_default_pins(req)
     ctx = _Ctx(req)
     pp = req.base.pipeline_parallel_size
     options = _search(ctx, [(t, pp) for t in _tp_choices(req)])
@@ -336,6 +338,20 @@ def _check(req: TuneRequest) -> None:
                          where="--concurrency")
     if req.headroom_bytes is not None and req.headroom_bytes < 0:
         raise UsageError("the headroom must be >= 0", where="--headroom-gib")
+
+
+# NOTE: flags given as None (`--max-num-seqs None`: vLLM's default) pin nothing; the search
+# compares these numerically.
+_NONE_IS_DEFAULT = frozenset({"max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization",
+                              "kv_cache_memory_bytes", "num_gpu_blocks_override", "block_size"})
+
+
+def _without_default_pins(req: TuneRequest) -> TuneRequest:
+    base = req.base
+    unset = {n for n in _NONE_IS_DEFAULT & base.user_set if getattr(base, n) is None}
+    if not unset:
+        return req
+    return replace(req, base=_copy(base, user_set=base.user_set - unset))
 
 
 def _best(options: list[Option]) -> Option | None:
