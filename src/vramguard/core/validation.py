@@ -69,6 +69,10 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
         if value is not None:
             _check_choice(flag, value, choices, version, since)
     _check_graph_flags(s, rules, version)
+    if s.mm_encoder_tp_mode is not None and rules.encoder_tp_data_types is None:
+        raise _unrecognized("--mm-encoder-tp-mode", s.mm_encoder_tp_mode,
+                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11+; "
+                            "0.10: --enable-multimodal-encoder-data-parallel)")
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
@@ -84,10 +88,6 @@ def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
     if s.performance_mode is not None and not rules.performance_mode_flag:
         raise _unrecognized("--performance-mode", s.performance_mode,
                             f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
-    if s.mm_encoder_tp_mode is not None and rules.encoder_tp_data_types is None:
-        raise _unrecognized("--mm-encoder-tp-mode", s.mm_encoder_tp_mode,
-                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11+; "
-                            "0.10: --enable-multimodal-encoder-data-parallel)")
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
         raise _unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
                             f"vLLM {version} has no such flag (0.9-0.12); use "
