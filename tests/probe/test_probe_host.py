@@ -92,6 +92,26 @@ def test_shm_too_small_for_tp():
     assert "64 MiB" in probs[0].message
 
 
+def test_kv_offloading_buffer_on_the_host():
+    """--kv-offloading-size (native backend): host memory in total over the TP ranks; from
+    vLLM 0.20 one file in /dev/shm, which a 200 GiB /dev/shm cannot hold at 400 GiB (vLLM:
+    "Insufficient space in /dev/shm: 409594 MiB required, 204800 MiB free"). LMCache keeps
+    its own server's memory."""
+    s = Settings(tensor_parallel_size=4, kv_offloading_size=400)
+    new, old = host_need(s, None, offload_in_shm=True), host_need(s, None)
+    assert new.terms["kv_offloading"] == old.terms["kv_offloading"] == 400 * GIB
+    assert (new.shm_bytes, old.shm_bytes) == (GIB + 400 * GIB, GIB)
+    probs = check_host(HostState(ram_available_bytes=4000 * GIB, shm_total_bytes=200 * GIB), new)
+    assert [p.kind for p in probs] == ["shm_too_small"]
+    assert "Insufficient space in /dev/shm" in probs[0].message
+    assert "--kv-offloading-size" in probs[0].fix
+    assert check_host(HostState(ram_available_bytes=4000 * GIB, shm_total_bytes=200 * GIB),
+                      old) == []
+    lm = host_need(Settings(kv_offloading_size=400, kv_offloading_backend="lmcache"), None,
+                   offload_in_shm=True)
+    assert "kv_offloading" not in lm.terms and lm.shm_bytes == 0
+
+
 def test_cgroup_limit_below_need():
     need = host_need(Settings(cpu_offload_gb=40), None)
     probs = check_host(HostState(ram_available_bytes=500 * GIB, cgroup_limit_bytes=16 * GIB),

@@ -288,8 +288,9 @@ def evaluate(prep: Prepared, probed: Probed, settings=None):
     settings = settings if settings is not None else prep.cmd.settings
     need, host_problems = None, []
     if probed.host is not None:
-        engine = prep.engine or resolve_rules(prep.version).engine
-        need = hostmod.host_need(settings, prep.spec, engine=engine)
+        rules = resolve_rules(prep.version, prep.engine)
+        need = hostmod.host_need(settings, prep.spec, engine=rules.engine,
+                                 offload_in_shm=rules.kv_offload_in_shm)
         host_problems = hostmod.check_host(probed.host, need)
     return gate.evaluate(probed.visible, settings, planner_for(prep), margins=prep.margins,
                          host=probed.host, host_problems=host_problems, host_need=need,

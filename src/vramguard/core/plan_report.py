@@ -221,6 +221,11 @@ class PlanReport:
             out.append(mm_note)
         if self.s.limit_mm_per_prompt is not None:
             out.append(self._mm_limits_note())
+        if self.s.kv_offloading_size:
+            where = ("one file in /dev/shm" if self.rules.kv_offload_in_shm else "pinned memory")
+            out.append(f"KV offloading (--kv-offloading-size {self.s.kv_offloading_size:g}): host "
+                       f"memory ({where}), not GPU memory; the GPU pool is planned as without "
+                       "it (`vramguard check` checks the host)")
         if self.eff.values.get("mm_encoder_tp_mode") == "data" and self.spec.vision is not None:
             out.append("--mm-encoder-tp-mode data: the encoder is replicated on every TP rank "
                        "(in the weights)" if self.s.mm_encoder_tp_mode == "data" else

@@ -48,6 +48,9 @@ class VllmRules:
     # TP rank (`supports_encoder_tp_data`); others fall back to "weights" (sharded). None:
     # the release has no such flag
     encoder_tp_data_types: frozenset[str] | None = None
+    # --kv-offloading-size with the native backend: its host buffer is one mmap file in
+    # /dev/shm from 0.20 (v1/kv_offload/cpu/shared_offload_region.py); pinned tensors before
+    kv_offload_in_shm: bool = False
     # v0: request slots of the Mamba state (models/mamba_cache.py), allocated in the profile
     # run's first forward: "round" (max_num_seqs rounded up to a CUDA-graph batch size, up to
     # 0.6.4), "eager_8194" (0.6.5-0.7.2: 8,194 slots with --enforce-eager, else rounded),

@@ -222,6 +222,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
+    ("0.20.0", "v1", {"kv_offload_in_shm": True},
+     "native KV offloading: one /dev/shm mmap file of --kv-offloading-size for all TP ranks "
+     "('Insufficient space in /dev/shm' otherwise; v1/kv_offload/cpu/shared_offload_region.py)"),
     ("0.20.0", "v1", {"nemotron_ssm_default": "float32"},
      "NemotronH's default SSM dtype float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,

@@ -29,6 +29,8 @@ class Settings:
     kv_cache_memory_bytes: int | None = None
     num_gpu_blocks_override: int | None = None
     cpu_offload_gb: float = 0.0
+    kv_offloading_size: float | None = None   # GiB of host memory for KV offloading (0.11+)
+    kv_offloading_backend: str | None = None  # "native" (default) | "lmcache"
     swap_space: float | None = None
     enable_chunked_prefill: bool | None = None
     enable_expert_parallel: bool = False

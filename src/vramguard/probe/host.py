@@ -156,8 +156,11 @@ def read_host(root: str | Path = "/", *,
 
 
 # ---- what vLLM needs -------------------------------------------------------------------
-def host_need(settings: Settings, spec: ModelSpec | None, *, engine: str | None = None) -> HostNeed:
-    """An estimate of vLLM's host memory for one launch (all its processes together)."""
+def host_need(settings: Settings, spec: ModelSpec | None, *, engine: str | None = None,
+              offload_in_shm: bool = False) -> HostNeed:
+    """An estimate of vLLM's host memory for one launch (all its processes together).
+    `offload_in_shm`: the release keeps the native KV offloading buffer in /dev/shm (0.20+,
+    `rules.kv_offload_in_shm`)."""
     ws = settings.world_size * max(1, settings.data_parallel_size)
     terms = {"vllm_processes": FRONTEND_BYTES + WORKER_BYTES * ws}
     swap = settings.swap_space
@@ -168,8 +171,23 @@ def host_need(settings: Settings, spec: ModelSpec | None, *, engine: str | None 
     if settings.cpu_offload_gb:
         terms["cpu_offload"] = int(settings.cpu_offload_gb * GIB) * ws
     terms["weight_loading"] = _loading_copy(spec) * ws
-    return HostNeed(terms=terms, shm_bytes=SHM_MIN_BYTES if settings.world_size > 1 else 0,
-                    world_size=ws)
+    shm = SHM_MIN_BYTES if settings.world_size > 1 else 0
+    offload = _kv_offload_bytes(settings)
+    if offload:
+        # NOTE: the size is the total over the TP ranks (vLLM's help); per engine instance
+        terms["kv_offloading"] = offload * max(1, settings.data_parallel_size)
+        if offload_in_shm:
+            shm += offload
+    return HostNeed(terms=terms, shm_bytes=shm, world_size=ws)
+
+
+def _kv_offload_bytes(settings: Settings) -> int:
+    """Host bytes of --kv-offloading-size with the native backend (LMCache keeps its own
+    server's memory: not counted)."""
+    size = settings.kv_offloading_size
+    if not size or (settings.kv_offloading_backend or "native") != "native":
+        return 0
+    return int(size * GIB)
 
 
 def _loading_copy(spec: ModelSpec | None) -> int:
@@ -212,11 +230,25 @@ def check_host(state: HostState, need: HostNeed) -> list[Problem]:
             severity=ERROR if state.ram_available_bytes < total * 0.75 else WARNING))
     if need.shm_bytes and state.shm_total_bytes is not None \
             and state.shm_total_bytes < need.shm_bytes:
-        out.append(Problem(
-            "shm_too_small",
-            f"/dev/shm is {state.shm_total_bytes / MIB:.0f} MiB; tensor/pipeline parallelism "
-            f"({need.world_size} GPUs) needs at least {_gib(need.shm_bytes)} for NCCL "
-            "(Docker's 64 MiB default makes NCCL fail or hang)",
-            fix="Run the container with `--ipc=host` or `--shm-size=16g`; in Kubernetes mount an "
-                "emptyDir with medium: Memory at /dev/shm"))
+        out.append(_shm_problem(state, need))
     return out
+
+
+def _shm_problem(state: HostState, need: HostNeed) -> Problem:
+    offload = need.terms.get("kv_offloading", 0) if need.shm_bytes > SHM_MIN_BYTES else 0
+    if offload:
+        # NOTE: vLLM's words: "Insufficient space in /dev/shm: N MiB required, M MiB free"
+        return Problem(
+            "shm_too_small",
+            f"/dev/shm is {state.shm_total_bytes / MIB:.0f} MiB; the KV offloading buffer "
+            f"(--kv-offloading-size) is one {_gib(offload)} file there, so vLLM stops with "
+            "'Insufficient space in /dev/shm'",
+            fix=f"Give /dev/shm at least {_gib(need.shm_bytes)} (`--shm-size`, or `--ipc=host` "
+                "on a host with that much), or lower --kv-offloading-size")
+    return Problem(
+        "shm_too_small",
+        f"/dev/shm is {state.shm_total_bytes / MIB:.0f} MiB; tensor/pipeline parallelism "
+        f"({need.world_size} GPUs) needs at least {_gib(need.shm_bytes)} for NCCL "
+        "(Docker's 64 MiB default makes NCCL fail or hang)",
+        fix="Run the container with `--ipc=host` or `--shm-size=16g`; in Kubernetes mount an "
+            "emptyDir with medium: Memory at /dev/shm")

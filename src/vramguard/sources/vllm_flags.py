@@ -73,6 +73,9 @@ FLAGS: dict[str, Flag] = {
     "--language-model-only": Flag("language_model_only", BOOL),
     "--limit-mm-per-prompt": Flag("limit_mm_per_prompt", MM_LIMITS),
     "--mm-encoder-tp-mode": Flag("mm_encoder_tp_mode", CHOICE, choices=("weights", "data")),
+    # host memory only (vramguard check's host need; the GPU pool does not change)
+    "--kv-offloading-size": Flag("kv_offloading_size", FLOAT_NONNEG, 0, 1 << 20),
+    "--kv-offloading-backend": Flag("kv_offloading_backend", CHOICE, choices=("native", "lmcache")),
     # vLLM 0.10-0.12 (deprecated from 0.11): the same as --mm-encoder-tp-mode data
     "--enable-multimodal-encoder-data-parallel": Flag("mm_encoder_tp_mode", BOOL),
     "--skip-mm-profiling": Flag("skip_mm_profiling", BOOL),
@@ -147,7 +150,7 @@ IGNORED_VALUE = frozenset("""
 --jit-monitor-mode --kv-cache-metrics-sample --dcp-comm-backend --dcp-kv-cache-interleave-size
 --cp-kv-cache-interleave-size --dp-supervisor-probe-failure-threshold
 --dp-supervisor-probe-interval-s --dp-supervisor-probe-timeout-s --spec-method --spec-model
---prefill-schedule-interval --prefix-match-unit --kv-offloading-backend --mamba-backend
+--prefill-schedule-interval --prefix-match-unit --mamba-backend
 --moe-backend --linear-backend --gdn-prefill-backend --ir-op-priority --kernel-config
 --model-class-overrides --ubatch-size --mm-tensor-ipc
 """.split())
@@ -193,7 +196,7 @@ IGNORED_MULTI = frozenset("""
 UNMODELED_VALUE = frozenset("""
 --max-seq-len-to-capture
 --max-context-len-to-capture
---mamba-block-size --mamba-config --kv-offloading-size
+--mamba-block-size --mamba-config
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
 --offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
 --max-num-scheduled-tokens --decode-context-parallel-size --prefill-context-parallel-size
