@@ -69,6 +69,9 @@ def render_model(r: dict) -> str:
                    f"first dense {m['first_dense_layers']}{_src(r, 'moe')}")
     if s["vision"]:
         out.append(f"  {'vision/audio tower':<20} {_n(s['vision']['num_params'])}{_src(r, 'vision')}")
+        inputs = s["vision"].get("modalities")
+        if inputs:
+            out.append(f"  {'encoder inputs':<20} {', '.join(inputs)}  [config]")
     if s["quant"]:
         q = s["quant"]
         out.append(f"  {'quantization':<20} {q['method']} ({q['bits'] or '?'} bits, "
