@@ -81,14 +81,18 @@ class KvLayout:
     # one-request check where it differs from the pool's block (0.26-0.28)
     group_page_bytes: tuple[int, ...] = ()
     check_block_bytes: int = 0
+    # --decode-context-parallel-size: each token's attention KV lives on one of this many
+    # ranks, so a request needs cdiv(L, block x cp_shard) blocks per GPU (Mamba state is not
+    # sharded); the pool's blocks and pages are unchanged
+    cp_shard: int = 1
 
     def blocks_per_request(self, max_model_len: int) -> int:
         """Σ over groups of the blocks one request of `max_model_len` needs."""
         # NOTE: a loop, not a generator: called several times per screened candidate.
-        b, inflight = self.block_size, self.inflight_tokens
+        b, inflight, shard = self.block_size, self.inflight_tokens, self.cp_shard
         n = 0
         for g in self.groups:
-            n += _group_blocks(g, max_model_len, b, inflight)
+            n += _group_blocks(g, max_model_len, b, inflight, shard)
         return n
 
     def needed_bytes(self, max_model_len: int) -> int:
@@ -101,13 +105,13 @@ class KvLayout:
         groups' pages differ in size and the version weighs them)."""
         if not self.group_page_bytes:
             return self.blocks_per_request(max_model_len)
-        b, inflight = self.block_size, self.inflight_tokens
-        weighted = sum(_group_blocks(g, max_model_len, b, inflight) * page
+        b, inflight, shard = self.block_size, self.inflight_tokens, self.cp_shard
+        weighted = sum(_group_blocks(g, max_model_len, b, inflight, shard) * page
                        for g, page in zip(self.groups, self.group_page_bytes))
         return cdiv(weighted, self.group_page_bytes[0])
 
 
-def _group_blocks(g: KvGroup, L: int, b: int, inflight: int) -> int:
+def _group_blocks(g: KvGroup, L: int, b: int, inflight: int, shard: int = 1) -> int:
     if g.per_request_fixed is not None:
         return g.per_request_fixed
     if g.block_size:
@@ -116,6 +120,8 @@ def _group_blocks(g: KvGroup, L: int, b: int, inflight: int) -> int:
         return cdiv(min(g.window_tokens - 1 + inflight, L), b) + 1
     if g.kind == CHUNKED and g.window_tokens:
         return cdiv(min(g.window_tokens + inflight, L), b)
+    if shard > 1 and g.kind != MAMBA:
+        b *= shard
     return cdiv(L, b) + g.extra_blocks
 
 
@@ -283,12 +289,21 @@ def attention_runs(spec: ModelSpec,
 
 
 def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
-                 layer_range: tuple[int, int], *, kv_bytes: int, mamba_bytes: int,
-                 block_size: int, engine: str, kernel_alignment: int = 16,
-                 kv_dtype_name: str = "auto", runs=None, mamba_mode: str = "none",
-                 mla_align_elems: int = 0) -> KvLayout:
+                 layer_range: tuple[int, int], **kw) -> KvLayout:
     """`build_layout` without the in-flight tokens (I = 0; `with_inflight` sets it): the
-    block size, groups and pages depend on neither the batched tokens nor PP's batches.
+    block size, groups and pages depend on neither the batched tokens nor PP's batches; with
+    --decode-context-parallel-size, the requests' tokens sharded over the DCP ranks."""
+    shape = _layout_shape(spec, settings, rules, layer_range, **kw)
+    dcp = settings.decode_context_parallel_size
+    return _replace_layout(shape, cp_shard=dcp) if dcp > 1 else shape
+
+
+def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
+                  layer_range: tuple[int, int], *, kv_bytes: int, mamba_bytes: int,
+                  block_size: int, engine: str, kernel_alignment: int = 16,
+                  kv_dtype_name: str = "auto", runs=None, mamba_mode: str = "none",
+                  mla_align_elems: int = 0) -> KvLayout:
+    """`layout_shape` before context parallelism.
 
     `runs`: `attention_runs(spec, layer_range)` when the caller has it. `mamba_mode`:
     vLLM's mamba_cache_mode with prefix caching on a hybrid model ("align": a request holds one
@@ -444,4 +459,4 @@ def tokens(rules: VllmRules, layout: KvLayout, num_blocks: int, conc: float,
     if engine == "v1" and rules.tokens_formula == "conc_x_len":
         return int(conc * max_model_len)
     groups = max(1, len(layout.groups))
-    return num_blocks // groups * layout.block_size
+    return num_blocks // groups * layout.block_size * layout.cp_shard

@@ -292,3 +292,44 @@ def draft_model_message(rules: VllmRules, explicit: bool) -> str | None:
             if explicit and mode == "none" else
             "Speculative decoding with draft model is not supported yet. Please consider using ")
     return f"{head}other speculative decoding methods such as {others}."
+
+
+def dcp_tp_message(rules: VllmRules, tp: int, dcp: int) -> str:
+    """vLLM's check that TP divides the DCP size (the words joined without a space up to
+    0.25)."""
+    gap = " " if rules.dcp_messages != "v011" else ""
+    return f"tp_size={tp} must be divisible by{gap}dcp_size={dcp}."
+
+
+def dcp_gqa_message(rules: VllmRules, tp: int, dcp: int, heads: int, kv_heads: int) -> str | None:
+    """vLLM's checks of DCP on a GQA/MQA model (0.11.2+), None when they pass."""
+    new = rules.dcp_messages == "v027"
+    if tp <= kv_heads:
+        return (f"Decode context parallelism for GQA/MQA requires `--tensor-parallel-size` "
+                f"({tp}) to be greater than the model's total number of KV heads ({kv_heads}). "
+                "Increase `--tensor-parallel-size` or set `--decode-context-parallel-size 1`."
+                if new else f"tensor parallel size {tp} must be greater than total num kv "
+                f"heads {kv_heads} when enable decode context parallel for GQA/MQA")
+    top = tp // kv_heads
+    if dcp > top:
+        return (f"`--decode-context-parallel-size` ({dcp}) exceeds the maximum supported value "
+                f"({top}) for `--tensor-parallel-size` ({tp}) and {kv_heads} model KV heads."
+                if new else f"decode context parallel size must less than or equal to (tensor "
+                f"parallel size {tp} // total num kv heads {kv_heads}) = {top}, but got {dcp}")
+    q = heads // kv_heads
+    if q % dcp:
+        return (f"The model's number of query heads per KV head ({q}) must be divisible by "
+                f"`--decode-context-parallel-size` ({dcp}) for GQA/MQA." if new else
+                f"Total number of q per kv attn heads ({q}) must be divisible by dcp world "
+                f"size when enable decode context parallel for GQA ({dcp}).")
+    return None
+
+
+def dcp_multiply_log(rules: VllmRules, dcp: int) -> str | None:
+    """The line 0.11-0.20 print before the KV cache size when DCP > 1."""
+    if rules.dcp_log == "dcp":
+        return f"Multiplying the GPU KV cache size by the dcp_world_size {dcp}."
+    if rules.dcp_log == "cp":
+        return (f"Multiplying the GPU KV cache size by the cp_world_size {dcp} "
+                f"(pcp_world_size 1 * dcp_world_size {dcp}).")
+    return None

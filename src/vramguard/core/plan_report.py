@@ -130,6 +130,9 @@ class PlanReport:
                 F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN) or rules.engine == "v0"):
             swap = self.s.swap_space if self.s.swap_space is not None else 4.0
             cpu_blocks = int(swap * GIB) // cap.page_size_bytes if cap.page_size_bytes else 0
+            if self.s.decode_context_parallel_size > 1:
+                line = msg.dcp_multiply_log(rules, self.s.decode_context_parallel_size)
+                lines += [line] if line else []
             lines += self._per_worker_capacity(cap) or msg.capacity_log(
                 rules, cap.num_blocks, cap.tokens, cap.max_model_len, cap.max_concurrency,
                 num_cpu_blocks=cpu_blocks, device="CPU" if self.device == "cpu" else "GPU")

@@ -108,7 +108,8 @@ def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
     return rules, None
 
 
-_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "dtype",
+_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+          "decode_context_parallel_size", "dtype",
           "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
           "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
           "enable_lora", "num_speculative_tokens", "disable_sliding_window",

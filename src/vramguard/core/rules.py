@@ -51,6 +51,16 @@ class VllmRules:
     # --kv-offloading-size with the native backend: its host buffer is one mmap file in
     # /dev/shm from 0.20 (v1/kv_offload/cpu/shared_offload_region.py); pinned tensors before
     kv_offload_in_shm: bool = False
+    # --decode-context-parallel-size (DCP, V1 0.11+): each token's KV on one rank of the DCP
+    # group (the TP ranks), so a request needs cdiv(L, block x dcp) blocks per GPU. None: no
+    # flag; "mla": MLA models only (0.11.0-0.11.1); "gqa": GQA/MQA too, with tp > KV heads
+    # (0.11.2+). `dcp_messages`: "v011" (asserts, "divisible bydcp_size"), "v026" (the tp check
+    # fixed), "v027" (the GQA checks as ValueErrors); `dcp_hybrid`: hybrid models (0.26+);
+    # `dcp_log`: the "Multiplying the GPU KV cache size" line ("dcp" 0.11, "cp" 0.12-0.20)
+    dcp: str | None = None
+    dcp_messages: str = "v011"
+    dcp_hybrid: bool = False
+    dcp_log: str | None = None
     # v0: request slots of the Mamba state (models/mamba_cache.py), allocated in the profile
     # run's first forward: "round" (max_num_seqs rounded up to a CUDA-graph batch size, up to
     # 0.6.4), "eager_8194" (0.6.5-0.7.2: 8,194 slots with --enforce-eager, else rounded),

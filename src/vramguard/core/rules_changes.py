@@ -130,6 +130,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
         "internvl_chat", "kimi_vl", "minicpmv", "llama4", "step3_vl", "dots_ocr"})},
      "--mm-encoder-tp-mode; models with supports_encoder_tp_data (config/model.py falls "
      "back to 'weights' for the others)"),
+    ("0.11.0", "v1", {"dcp": "mla", "dcp_log": "dcp"},
+     "--decode-context-parallel-size: MLA only (GQA: 'DCP requires attention impls to return "
+     "the softmax lse for decode'); capacity x dcp (v1/core/kv_cache_utils.py)"),
     ("0.11.0", "v1", {"draft_model": "none"},
      "'Draft model speculative decoding is not supported yet' (engine/arg_utils.py; the "
      "inferred method: config/speculative.py)"),
@@ -146,9 +149,15 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(config/vllm.py _set_cudagraph_sizes)"),
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
+    ("0.11.2", "v1", {"dcp": "gqa"},
+     "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
+     "(config/model.py)"),
     ("0.12.0", "v1", {"cudagraph_control": "opt"},
      "-O N is --optimization-level (O0: no graphs); any graph mode without compilation mode 3 "
      "becomes NONE (config/vllm.py __post_init__, OPTIMIZATION_LEVEL_00-03)"),
+    ("0.12.0", "v1", {"dcp_log": "cp"},
+     "'Multiplying the GPU KV cache size by the cp_world_size N (pcp_world_size 1 * "
+     "dcp_world_size N).'"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
     ("0.12.0", "v1", {"mm_zero_skips_tower": frozenset({
         "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl",
@@ -231,6 +240,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
     ("0.21.0", "v1", {"block_size_16": "none"},
      "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
+    ("0.21.0", "v1", {"dcp_log": None},
+     "the token count is concurrency x length: no 'Multiplying' line (seen from 0.25)"),
     ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
      "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
     ("0.22.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16", "bfloat16")},
@@ -256,9 +267,14 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
         "InklingForCausalLM", "InklingForConditionalGeneration",
         "LongcatFlashNgramForCausalLM"})}, "two more V2 architectures (config/vllm.py)"),
     ("0.26.0", "v1", {"sliding_inflight": "batched_x_batches"}, "§4"),
+    ("0.26.0", "v1", {"dcp_messages": "v026", "dcp_hybrid": True},
+     "'tp_size=T must be divisible by dcp_size=D.' (config/parallel.py); 'DCP not support "
+     "hybrid attn now.' removed"),
     ("0.26.0", "v1", {"graph_probe_rocm": True},
      "CUDA-graph memory probe on ROCm too (gpu_worker.py is_cuda_alike, PR 44825)"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
+    ("0.27.0", "v1", {"dcp_messages": "v027"},
+     "DCP's GQA/MQA checks raise ValueErrors with new words (config/model.py)"),
     ("0.27.0", "v1", {"csa_grouping": "packed"},
      "DeepSeek-V4: sliding pages no longer padded; unweighted concurrency (kv_cache_utils.py)"),
     ("0.28.0", "v1", {"log_weights_v2": None}, "V2 prints 'GiB memory' like V1"),

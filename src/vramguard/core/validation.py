@@ -11,7 +11,7 @@ from . import _memo
 from . import messages as msg
 from .errors import UsageError
 from .gpu import GpuSpec
-from .model import ModelSpec
+from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
@@ -69,6 +69,8 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
         if value is not None:
             _check_choice(flag, value, choices, version, since)
     _check_graph_flags(s, rules, version)
+    if s.decode_context_parallel_size != 1:
+        _check_dcp(spec, s, rules, version)
     if s.mm_encoder_tp_mode is not None and rules.encoder_tp_data_types is None:
         raise _unrecognized("--mm-encoder-tp-mode", s.mm_encoder_tp_mode,
                             f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11+; "
@@ -92,6 +94,34 @@ def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
         raise _unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
                             f"vLLM {version} has no such flag (0.9-0.12); use "
                             "--cudagraph-capture-sizes (0.11.1+)")
+
+
+def _check_dcp(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
+    """--decode-context-parallel-size as vLLM checks it: the flag (V1 0.11+), TP divisible by
+    it, no sliding-window layers, no hybrid model before 0.26, and for GQA/MQA models (0.11.2+;
+    0.11.0-0.11.1 MLA only) more TP ranks than KV heads to shard over."""
+    d, tp = s.decode_context_parallel_size, s.tensor_parallel_size
+    where = "--decode-context-parallel-size"
+    if rules.dcp is None:
+        raise _unrecognized(where, d, f"vLLM {version} ({rules.engine}) has no such flag (V1 "
+                                      "0.11+)")
+    if d < 1 or tp % d:
+        raise UsageError(msg.dcp_tp_message(rules, tp, d), where=where,
+                         fix="Use a DCP size that divides --tensor-parallel-size")
+    kinds = spec.attention_kinds()
+    text = None
+    if SLIDING in kinds:
+        text = "DCP not support sliding window."
+    elif (MAMBA in kinds or len(kinds - {NONE}) > 1) and not rules.dcp_hybrid:
+        text = "DCP not support hybrid attn now."
+    elif not spec.uses_mla and rules.dcp == "mla":
+        text = ("DCP requires attention impls to return the softmax lse for decode, but the "
+                "impl FlashAttentionImpl does not return the softmax lse for decode.")
+    elif not spec.uses_mla:
+        text = msg.dcp_gqa_message(rules, tp, d, spec.num_attention_heads or 1,
+                                   spec.num_kv_heads or 1)
+    if text is not None:
+        raise UsageError(text, where=where, fix="Set --decode-context-parallel-size 1")
 
 
 def _check_block_size(block: int, rules: VllmRules, version: str) -> None:

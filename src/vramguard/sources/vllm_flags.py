@@ -52,6 +52,7 @@ FLAGS: dict[str, Flag] = {
     "--tensor-parallel-size": Flag("tensor_parallel_size", POS_INT, 1, 4096),
     "--pipeline-parallel-size": Flag("pipeline_parallel_size", POS_INT, 1, 4096),
     "--data-parallel-size": Flag("data_parallel_size", POS_INT, 1, 65536),
+    "--decode-context-parallel-size": Flag("decode_context_parallel_size", POS_INT, 1, 4096),
     "--gpu-memory-utilization": Flag("gpu_memory_utilization", FLOAT_FRAC, 0, 1),
     "--max-model-len": Flag("max_model_len", MAXLEN, 1),
     "--max-num-seqs": Flag("max_num_seqs", POS_INT, 1),
@@ -102,7 +103,8 @@ FLAGS: dict[str, Flag] = {
     "--config": Flag("", STR),
 }
 ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
-           "-dp": "--data-parallel-size", "-q": "--quantization", "-cc": "--compilation-config"}
+           "-dp": "--data-parallel-size", "-q": "--quantization", "-cc": "--compilation-config",
+           "-dcp": "--decode-context-parallel-size"}
 # vLLM flags before BooleanOptionalAction had a --disable- twin of these (<= 0.9)
 NEGATIONS = {"--disable-prefix-caching": "--enable-prefix-caching",
              "--disable-chunked-prefill": "--enable-chunked-prefill"}
@@ -199,7 +201,7 @@ UNMODELED_VALUE = frozenset("""
 --mamba-block-size --mamba-config
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
 --offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
---max-num-scheduled-tokens --decode-context-parallel-size --prefill-context-parallel-size
+--max-num-scheduled-tokens --prefill-context-parallel-size
 --lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors
 --speculative-model-quantization --speculative-max-model-len --ngram-prompt-lookup-max
 --ngram-prompt-lookup-min --quantization-config
