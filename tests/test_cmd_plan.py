@@ -336,6 +336,23 @@ def test_default_store_probe_skips_platformdirs(tmp_path, monkeypatch):
     assert default_db_may_exist()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG paths")
+@pytest.mark.parametrize("xdg", [None, "xdg", "  "])
+def test_default_store_path_is_platformdirs_without_importing_it(tmp_path, monkeypatch, xdg):
+    """The store's default path follows platformdirs' XDG rule, computed without importing
+    it (plan reads the store on every run)."""
+    import platformdirs
+
+    from vramguard.logs.store import default_db_path
+    monkeypatch.delenv("VRAMGUARD_DATA_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if xdg is None:
+        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / xdg) if xdg.strip() else xdg)
+    assert default_db_path().parent == Path(platformdirs.user_data_dir("vramguard"))
+
+
 def test_pasted_env_reaches_the_planner(capsys):
     """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 in a pasted line: graphs leave the budget."""
     def kv(line):

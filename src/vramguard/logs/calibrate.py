@@ -9,7 +9,7 @@ from ..core.calibration import CalibrationKey
 from ..core.provenance import GIB
 from ..errors import UsageError
 from .compare import gpu_for_log, model_for_log
-from .fields import normalize_version
+from .versions import normalize_version
 from .extracted import Extracted
 from .learn import learn, model_family
 from .parser import parse

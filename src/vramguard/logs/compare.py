@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..core.provenance import GIB
 from .extracted import Extracted
-from .fields import normalize_version
+from .versions import normalize_version
 
 _TOTAL_TOLERANCE_GIB = 0.03
 

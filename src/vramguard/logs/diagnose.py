@@ -15,7 +15,7 @@ from . import extracted as X
 from .extracted import Extracted, LogError, phase_index
 from .diagnose_oom import (_ceil2, _floor2, _g, _graph_oom, _kv_allocation_oom, _oom_numbers,
                            _runtime_oom, _sampler)
-from .fields import version_tuple
+from .versions import version_tuple
 
 OTHER = "other"          # an error outside the failure vocabulary (shm, swap space, config)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import math
-import re
 
 from . import patterns as P
 from .extracted import TorchOom
@@ -136,15 +135,3 @@ def _literal(text: str):
         return text
 
 
-def version_tuple(text: str | None) -> tuple[int, int, int] | None:
-    """'0.6.5.dev12+cu121' -> (0, 6, 5); None without at least X.Y."""
-    nums = re.findall(r"\d+", text or "")[:3]
-    if len(nums) < 2:
-        return None
-    return tuple(int(n) for n in (nums + ["0"])[:3])
-
-
-def normalize_version(text: str | None) -> str | None:
-    """'0.6.5.dev12+cu121' -> '0.6.5' (the form calibration keys use)."""
-    v = version_tuple(text)
-    return ".".join(map(str, v)) if v else None

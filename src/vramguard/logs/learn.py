@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..core.calibration import Calibration, CalibrationKey
 from ..core.provenance import GIB
 from .extracted import Extracted
-from .fields import version_tuple
+from .versions import version_tuple
 
 
 @dataclass(frozen=True)

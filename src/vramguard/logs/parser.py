@@ -18,7 +18,8 @@ from dataclasses import fields
 from . import extracted as X
 from . import patterns as P
 from .extracted import Extracted, LogError, ServingStats, TorchOom, phase_index
-from .fields import parse_args_dict, parse_oom, version_tuple
+from .fields import parse_args_dict, parse_oom
+from .versions import version_tuple
 # NOTE: _HANDLERS and _is_stats are re-exported for tests and for the fast path below.
 from .handlers import _HANDLERS, LineHandlers, _is_stats
 from .reader import MAX_CONTINUATION_LINES, ScanStats, scan, split_prefix

@@ -54,8 +54,13 @@ CREATE INDEX IF NOT EXISTS startups_key ON startups (gpu, vllm_version, model_fa
 
 def default_db_path() -> Path:
     """`$VRAMGUARD_DATA_DIR/calibration.sqlite3` or the platform's user data dir."""
+    import sys
     base = os.environ.get("VRAMGUARD_DATA_DIR")
-    if not base:
+    if not base and sys.platform.startswith("linux"):
+        # NOTE: platformdirs' XDG rule, without importing it (plan's cold start reads the store)
+        xdg = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.expanduser("~/.local/share")
+        base = os.path.join(xdg, "vramguard")
+    elif not base:
         import platformdirs
         base = platformdirs.user_data_dir("vramguard")
     return Path(base) / DB_NAME
@@ -252,7 +257,7 @@ def load_calibration(key: CalibrationKey, db: str | os.PathLike | None = None, *
         return None
     import dataclasses
 
-    from .fields import normalize_version   # NOTE: after the exists() check: plan's cold start
+    from .versions import normalize_version   # NOTE: not .fields (every log pattern)
     query = dataclasses.replace(key, vllm_version=normalize_version(key.vllm_version)
                                 or key.vllm_version)
     try:
