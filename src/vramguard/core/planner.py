@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from operator import attrgetter
+from dataclasses import dataclass
 
-from .errors import UsageError
 from . import _memo
 from ._frozen import maker
 from . import activation as act
@@ -23,13 +21,15 @@ from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
 from .draft import check_draft, draft_note, falls_back_to_v0
+from .effective import DERIVED
+from .effective import Eff as _Eff
+from .effective import resolve_settings as _resolve_settings
 from .gpu import GpuSpec
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
-from .rules import (NEWEST_VERSION, V0_CHUNKED_AUTO_ABOVE, VllmRules, apply_device, apply_env,
-                    resolve_rules, v0_scheduler_defaults)
+from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env, resolve_rules
 from .settings import Settings
 from .stage_terms import base_terms as _base_terms
 from .stage_terms import fixed_terms as _fixed_terms
@@ -55,22 +55,9 @@ class PlanHooks:
 # NOTE: built for every screened candidate: without the frozen __init__ (_frozen.py).
 _estimate, _kv_capacity = maker(Estimate), maker(KvCapacity)
 
-# NOTE: the walk records where each setting came from as the Source's text (what the Plan
-# carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
-_USER, _DEFAULT, _DERIVED = Source.USER.value, Source.VLLM_DEFAULT.value, Source.DERIVED.value
+# NOTE: sources as text (effective.py); `Enum.value` is a descriptor call
+_DERIVED = DERIVED
 _DERIVED_SRC = Source.DERIVED
-
-
-@dataclass(slots=True)
-class _Eff:
-    """Effective settings and where each came from (the Source's text)."""
-
-    values: dict = field(default_factory=dict)
-    sources: dict = field(default_factory=dict)
-
-    def set(self, name: str, value, source: str) -> None:
-        self.values[name] = value
-        self.sources[name] = source
 
 
 @dataclass(slots=True)
@@ -106,98 +93,6 @@ def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
     if spec.draft is not None and falls_back_to_v0(spec, settings, rules):
         return _memo.resolve_rules(version, "v0"), "speculative decoding with a draft model"
     return rules, None
-
-
-_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
-          "decode_context_parallel_size", "dtype",
-          "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
-          "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
-          "enable_lora", "num_speculative_tokens", "disable_sliding_window",
-          "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",
-          "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size",
-          "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
-          "performance_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "limit_mm_per_prompt",
-          "mm_encoder_tp_mode", "kv_offloading_size", "kv_offloading_backend")
-
-
-def _is_user(s: Settings, name: str, default) -> bool:
-    if s.user_set:
-        return name in s.user_set
-    return getattr(s, name) != default
-
-
-_flag_values = attrgetter(*_FLAGS)
-_FLAG_SET = frozenset(_FLAGS)
-
-
-def _flag_sources(s: Settings) -> dict[str, str]:
-    """Where each of `_FLAGS` came from: the user, or vLLM's default (shared: copy it)."""
-    return {name: _USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else _DEFAULT
-            for name in _FLAGS}
-
-
-def _resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
-                      device: str) -> tuple[_Eff, object]:
-    vals = _flag_values(s)
-    # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
-    # only their sources are memoized (they depend on the values' equality and user_set).
-    srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s), _FLAG_SET)
-    # NOTE: the values and sources dicts filled directly (`_Eff.set` is a method call per
-    # setting, on every screened candidate); same keys in the same order. The memoized
-    # sources are copied (a dict copy is cheaper than building one).
-    values, sources = dict(zip(_FLAGS, vals)), srcs.copy()
-    U, D, X = _USER, _DEFAULT, _DERIVED
-    util = s.gpu_memory_utilization
-    if util is not None:
-        values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = util, U
-    else:
-        values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = rules.default_util, D
-    window = _memo.sliding_window(spec)
-    auto = s.max_model_len_auto
-    user_len = None if auto else s.max_model_len
-    L, derived = _memo.resolve_max_model_len(spec, rules, user_len,
-                                             disable_sliding_window=s.disable_sliding_window,
-                                             sliding_window=window)
-    values["max_model_len"], sources["max_model_len"] = L, (U if user_len not in (None, -1)
-                                                             else X)
-    values["max_model_len_auto"], sources["max_model_len_auto"] = auto, U if auto else D
-    chunked_flag = s.enable_chunked_prefill
-    if rules.engine == "v0":
-        chunked = chunked_flag
-        if chunked is None:
-            chunked = bool(rules.v0_chunked_prefill_auto and L > V0_CHUNKED_AUTO_ABOVE)
-            values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, D
-        else:
-            values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, U
-        d_tokens, d_seqs = v0_scheduler_defaults(L, chunked)
-    else:
-        chunked = True if chunked_flag is None else chunked_flag
-        values["enable_chunked_prefill"] = chunked
-        sources["enable_chunked_prefill"] = D if chunked_flag is None else U
-        d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, gpu.total_bytes / GIB,
-                                                    entrypoint=s.entrypoint, device=device,
-                                                    world_size=s.world_size)
-        if s.performance_mode == "throughput" and rules.performance_mode_flag:
-            d_tokens, d_seqs = 2 * d_tokens, 2 * d_seqs
-        if not chunked:
-            d_tokens = max(L, d_tokens)
-    user_seqs, user_tokens = s.max_num_seqs, s.max_num_batched_tokens
-    seqs = user_seqs if user_seqs is not None else d_seqs
-    tokens = user_tokens if user_tokens is not None else d_tokens
-    if rules.sched_clamp_by_len and user_tokens is None:
-        tokens = min(seqs * L, tokens)
-    if rules.sched_clamp_by_len and user_seqs is None:
-        seqs = min(seqs, tokens)
-    values["max_num_seqs"], sources["max_num_seqs"] = seqs, U if user_seqs is not None else D
-    values["max_num_batched_tokens"] = tokens
-    sources["max_num_batched_tokens"] = U if user_tokens is not None else D
-    if rules.engine == "v0" and not chunked and tokens < L:
-        raise UsageError(f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({L}). "
-                         "This effectively limits the maximum sequence length to "
-                         "max_num_batched_tokens and makes vLLM reject longer sequences. Please "
-                         "increase max_num_batched_tokens or decrease max_model_len.",
-                         where="--max-num-batched-tokens")
-    return _Eff(values, sources), derived
 
 
 # ---- per-stage terms -------------------------------------------------------------------

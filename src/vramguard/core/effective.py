@@ -1,0 +1,131 @@
+"""The effective settings of one plan: every flag vLLM reads, resolved by version (defaults
+of the row, the derived max_model_len, the scheduler's defaults by GPU and entry point), with
+where each value came from (the Source's text). Split from `planner`, which calls
+`resolve_settings` for every candidate a search screens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from . import _memo
+from .errors import UsageError
+from .gpu import GpuSpec
+from .model import ModelSpec
+from .provenance import GIB, Source
+from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
+from .settings import Settings
+
+__all__ = ["Eff", "resolve_settings", "USER", "DEFAULT", "DERIVED"]
+
+# NOTE: the walk records where each setting came from as the Source's text (what the Plan
+# carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
+USER, DEFAULT, DERIVED = Source.USER.value, Source.VLLM_DEFAULT.value, Source.DERIVED.value
+_USER, _DEFAULT, _DERIVED = USER, DEFAULT, DERIVED
+
+
+@dataclass(slots=True)
+class Eff:
+    """Effective settings and where each came from (the Source's text)."""
+
+    values: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+
+    def set(self, name: str, value, source: str) -> None:
+        self.values[name] = value
+        self.sources[name] = source
+
+
+_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
+          "decode_context_parallel_size", "dtype",
+          "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
+          "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
+          "enable_lora", "num_speculative_tokens", "disable_sliding_window",
+          "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",
+          "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size",
+          "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
+          "performance_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "limit_mm_per_prompt",
+          "mm_encoder_tp_mode", "kv_offloading_size", "kv_offloading_backend")
+
+
+def _is_user(s: Settings, name: str, default) -> bool:
+    if s.user_set:
+        return name in s.user_set
+    return getattr(s, name) != default
+
+
+_flag_values = attrgetter(*_FLAGS)
+_FLAG_SET = frozenset(_FLAGS)
+
+
+def _flag_sources(s: Settings) -> dict[str, str]:
+    """Where each of `_FLAGS` came from: the user, or vLLM's default (shared: copy it)."""
+    return {name: _USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else _DEFAULT
+            for name in _FLAGS}
+
+
+def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                     device: str) -> tuple[Eff, object]:
+    """The effective value and source of every flag the plan echoes, and the derived
+    max_model_len (`maxlen.DerivedLen`). Raises UsageError for vLLM's own length checks."""
+    vals = _flag_values(s)
+    # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
+    # only their sources are memoized (they depend on the values' equality and user_set).
+    srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s), _FLAG_SET)
+    # NOTE: the values and sources dicts filled directly (`_Eff.set` is a method call per
+    # setting, on every screened candidate); same keys in the same order. The memoized
+    # sources are copied (a dict copy is cheaper than building one).
+    values, sources = dict(zip(_FLAGS, vals)), srcs.copy()
+    U, D, X = _USER, _DEFAULT, _DERIVED
+    util = s.gpu_memory_utilization
+    if util is not None:
+        values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = util, U
+    else:
+        values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = rules.default_util, D
+    window = _memo.sliding_window(spec)
+    auto = s.max_model_len_auto
+    user_len = None if auto else s.max_model_len
+    L, derived = _memo.resolve_max_model_len(spec, rules, user_len,
+                                             disable_sliding_window=s.disable_sliding_window,
+                                             sliding_window=window)
+    values["max_model_len"], sources["max_model_len"] = L, (U if user_len not in (None, -1)
+                                                             else X)
+    values["max_model_len_auto"], sources["max_model_len_auto"] = auto, U if auto else D
+    chunked_flag = s.enable_chunked_prefill
+    if rules.engine == "v0":
+        chunked = chunked_flag
+        if chunked is None:
+            chunked = bool(rules.v0_chunked_prefill_auto and L > V0_CHUNKED_AUTO_ABOVE)
+            values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, D
+        else:
+            values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, U
+        d_tokens, d_seqs = v0_scheduler_defaults(L, chunked)
+    else:
+        chunked = True if chunked_flag is None else chunked_flag
+        values["enable_chunked_prefill"] = chunked
+        sources["enable_chunked_prefill"] = D if chunked_flag is None else U
+        d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, gpu.total_bytes / GIB,
+                                                    entrypoint=s.entrypoint, device=device,
+                                                    world_size=s.world_size)
+        if s.performance_mode == "throughput" and rules.performance_mode_flag:
+            d_tokens, d_seqs = 2 * d_tokens, 2 * d_seqs
+        if not chunked:
+            d_tokens = max(L, d_tokens)
+    user_seqs, user_tokens = s.max_num_seqs, s.max_num_batched_tokens
+    seqs = user_seqs if user_seqs is not None else d_seqs
+    tokens = user_tokens if user_tokens is not None else d_tokens
+    if rules.sched_clamp_by_len and user_tokens is None:
+        tokens = min(seqs * L, tokens)
+    if rules.sched_clamp_by_len and user_seqs is None:
+        seqs = min(seqs, tokens)
+    values["max_num_seqs"], sources["max_num_seqs"] = seqs, U if user_seqs is not None else D
+    values["max_num_batched_tokens"] = tokens
+    sources["max_num_batched_tokens"] = U if user_tokens is not None else D
+    if rules.engine == "v0" and not chunked and tokens < L:
+        raise UsageError(f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({L}). "
+                         "This effectively limits the maximum sequence length to "
+                         "max_num_batched_tokens and makes vLLM reject longer sequences. Please "
+                         "increase max_num_batched_tokens or decrease max_model_len.",
+                         where="--max-num-batched-tokens")
+    return Eff(values, sources), derived
