@@ -7,6 +7,18 @@ engine. Pure data; kept apart from the rules' code (`core/rules.py`) so each sta
 
 from __future__ import annotations
 
+# Model types whose tower a limit of 0 on every input skips (the model files that call
+# `get_limit_per_prompt`), and whose encoder --mm-encoder-tp-mode data replicates
+# (`supports_encoder_tp_data`), as each release grew them.
+_MM_ZERO_0101 = frozenset({"llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl",
+                           "qwen2_5_omni", "step3_vl"})
+_MM_ZERO_011 = _MM_ZERO_0101 | {"qwen3_vl", "qwen3_vl_moe"}
+_MM_ZERO_012 = _MM_ZERO_011 | {"pixtral"}
+_ENC_DATA_011 = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v",
+                           "glm4v_moe", "internvl_chat", "kimi_vl", "minicpmv", "llama4",
+                           "step3_vl", "dots_ocr"})
+_ENC_DATA_017 = _ENC_DATA_011 | {"qwen3_5", "qwen3_5_moe", "kimi_k25"}
+
 # (version, engines, changes, why). "both" applies to v0 and v1 rows alike.
 CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
@@ -105,8 +117,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
     ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
      "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
-    ("0.10.1", "both", {"mm_zero_skips_tower": frozenset({
-        "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl"})},
+    ("0.10.1", "both", {"mm_zero_skips_tower": _MM_ZERO_0101},
      "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
      "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
@@ -122,12 +133,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
     ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
-    ("0.11.0", "v1", {"mm_zero_skips_tower": frozenset({
-        "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl",
-        "qwen3_vl", "qwen3_vl_moe"})}, "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
-    ("0.11.0", "v1", {"encoder_tp_data_types": frozenset({
-        "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe",
-        "internvl_chat", "kimi_vl", "minicpmv", "llama4", "step3_vl", "dots_ocr"})},
+    ("0.11.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_011}, "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
+    ("0.11.0", "v1", {"encoder_tp_data_types": _ENC_DATA_011},
      "--mm-encoder-tp-mode; models with supports_encoder_tp_data (config/model.py falls "
      "back to 'weights' for the others)"),
     ("0.11.0", "v1", {"dcp": "mla", "dcp_log": "dcp"},
@@ -159,9 +166,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'Multiplying the GPU KV cache size by the cp_world_size N (pcp_world_size 1 * "
      "dcp_world_size N).'"),
     ("0.12.0", "v1", {"cpu_block_size": 128}, "§9"),
-    ("0.12.0", "v1", {"mm_zero_skips_tower": frozenset({
-        "llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "step3_vl",
-        "qwen3_vl", "qwen3_vl_moe", "pixtral"})}, "pixtral.py checks the limit too"),
+    ("0.12.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_012}, "pixtral.py checks the limit too"),
     ("0.12.0", "v1", {"block_size_choices": (1, 8, 16, 32, 64, 128, 256), "block_size_16": None},
      "BlockSize gains 256; the selector falls back to FlexAttention (config/cache.py)"),
     ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
@@ -203,10 +208,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
-    ("0.17.0", "v1", {"encoder_tp_data_types": frozenset({
-        "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm4v",
-        "glm4v_moe", "internvl_chat", "kimi_vl", "minicpmv", "llama4", "step3_vl", "dots_ocr",
-        "kimi_k25"})}, "Qwen3.5 (a Qwen3-VL subclass) and Kimi-K2.5 encoders too"),
+    ("0.17.0", "v1", {"encoder_tp_data_types": _ENC_DATA_017}, "Qwen3.5 (a Qwen3-VL subclass) and Kimi-K2.5 encoders too"),
     ("0.17.0", "v1", {"draft_model": "inferred"},
      "a drafter that is no EAGLE/Medusa/MTP model is inferred as draft_model "
      "(config/speculative.py SpeculativeConfig.__post_init__)"),
