@@ -237,3 +237,35 @@ def test_block_size_rejections_are_named(line, size):
     assert d.failure == "other" and d.phase == "startup"
     assert f"does not accept --block-size {size}" in d.cause
     assert d.fixes[0].flags == {"--block-size": "<omit>"} and flags(d)["--block-size"] == "16"
+
+
+def test_shm_too_small_for_the_kv_offloading_buffer():
+    """0.20+: the KV offloading buffer is one /dev/shm file; the numbers vLLM prints size
+    the fixes."""
+    d = dx("RuntimeError: Insufficient space in /dev/shm: 409594 MiB required, 204800 MiB free")
+    assert (d.numbers["required_mib"], d.numbers["free_mib"]) == (409594, 204800)
+    assert flags(d) == {"docker": "--shm-size=401g", "--kv-offloading-size": "199"}
+    assert "--kv-offloading-size" in d.cause
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("NotImplementedError: Draft model speculative decoding is not supported yet. Please "
+     "consider using other speculative decoding methods such as ngram, medusa, eagle, or mtp.",
+     "spec_config"),
+    ("NotImplementedError: Unsupported speculative method: 'None'", "spec_config"),
+    ("NotImplementedError: VLLM_USE_V1=1 is not supported with Speculative Decoding.",
+     "spec_config"),
+    ("AssertionError: tp_size=8 must be divisible bydcp_size=3.", "dcp_config"),
+    ("ValueError: tp_size=8 must be divisible by dcp_size=3.", "dcp_config"),
+    ("AssertionError: DCP not support sliding window.", "dcp_config"),
+    ("ValueError: Decode context parallelism for GQA/MQA requires `--tensor-parallel-size` (8) "
+     "to be greater than the model's total number of KV heads (8).", "dcp_config"),
+])
+def test_config_refusals_are_named_before_memory(line, kind):
+    """vLLM's refusals of a draft LM or a DCP size: a configuration error at start-up, not a
+    memory failure, with the flag that lifts it."""
+    d = dx(line)
+    assert d.failure == "other" and d.phase == "startup"
+    assert any(e.kind == kind for e in d.extracted.errors)
+    key = "--speculative-config" if kind == "spec_config" else "--decode-context-parallel-size"
+    assert key in flags(d)

@@ -29,6 +29,7 @@ _KIND_FAILURE = {
     "autofit_fail": F.KV_BELOW_MAX_MODEL_LEN, "no_kv_memory": F.NO_KV_MEMORY,
     "sampler_oom": F.SAMPLER_WARMUP_OOM, "profiling_error": OTHER,
     "max_model_len_config": OTHER, "block_size": OTHER, "swap_space": OTHER, "shm": OTHER,
+    "spec_config": OTHER, "dcp_config": OTHER,
     "torch_oom": None, "distributed": F.DISTRIBUTED,
 }
 _GENERIC = ("cuda_error", "exception", "engine_failed", "error_line")
@@ -484,9 +485,25 @@ def _other(c: _Ctx, err: LogError | None):
         return _generic(c, err)
     n = dict(err.numbers)
     if err.kind == "shm":
-        return ("/dev/shm is too small for what vLLM puts there (KV offload buffers, NCCL).",
-                [Fix("in Docker, share the host IPC namespace or grow /dev/shm",
-                     {"docker": "--ipc=host (or --shm-size=<size>)"})], n)
+        return _shm(n)
+    if err.kind == "spec_config":
+        return ("This vLLM refused the speculative-decoding configuration before allocating any "
+                "memory: a separate draft LM (method draft_model) runs from 0.15 with \"method\": "
+                "\"draft_model\" named (inferred from 0.17); 0.10-0.14 run n-gram, EAGLE, Medusa "
+                "and MTP drafters only; up to 0.9.2 the v1 engine falls back to v0 unless "
+                "VLLM_USE_V1=1 forces it.",
+                [Fix("name the method (0.15-0.16)", {"--speculative-config":
+                     '{"method": "draft_model", "model": "<drafter>", '
+                     '"num_speculative_tokens": 3}'}),
+                 Fix("or an n-gram drafter", {"--speculative-config":
+                     '{"method": "ngram", "num_speculative_tokens": 3}'})], n)
+    if err.kind == "dcp_config":
+        return ("This vLLM refused --decode-context-parallel-size before allocating any memory: "
+                "the tensor-parallel size must be divisible by it, the model must have no "
+                "sliding-window layers (and, before 0.26, no hybrid layers), and a GQA/MQA model "
+                "needs more TP ranks than KV heads to shard over (MLA only before 0.11.2).",
+                [Fix("no decode context parallelism", {"--decode-context-parallel-size": "1"})],
+                n)
     if err.kind == "swap_space":
         return (f"--swap-space asks for {_g(n.get('swap_gib'))} GiB of the "
                 f"{_g(n.get('cpu_gib'))} GiB of CPU memory.",
@@ -508,6 +525,20 @@ def _other(c: _Ctx, err: LogError | None):
                                    {"--block-size": "<omit>"}),
                                Fix("or a multiple of 16", {"--block-size": "16"})], n)
     return _generic(c, err)
+
+
+def _shm(n: dict):
+    need, free = n.get("required_mib"), n.get("free_mib")
+    if need:
+        gib = -(-int(need) // 1024)
+        return (f"/dev/shm has {free} MiB free but vLLM needs {need} MiB there: from 0.20 the "
+                "KV offloading buffer (--kv-offloading-size) is one file in /dev/shm.",
+                [Fix("give /dev/shm room for it", {"docker": f"--shm-size={gib + 1}g"}),
+                 Fix("or a smaller offloading buffer",
+                     {"--kv-offloading-size": str(max(1, int(free or 0) // 1024 - 1))})], n)
+    return ("/dev/shm is too small for what vLLM puts there (KV offload buffers, NCCL).",
+            [Fix("in Docker, share the host IPC namespace or grow /dev/shm",
+                 {"docker": "--ipc=host (or --shm-size=<size>)"})], n)
 
 
 def _generic(c: _Ctx, err: LogError | None):

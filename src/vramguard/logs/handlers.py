@@ -404,8 +404,15 @@ class LineHandlers:
             self.frame = (m.group(1), phase)
 
     def _err_other(self, msg: str) -> bool:
+        for pattern, kind in ((P.SPEC_CONFIG, "spec_config"), (P.DCP_CONFIG, "dcp_config")):
+            if pattern.search(msg):
+                # NOTE: vLLM refuses these while building its config, before any memory
+                self._error(kind, msg, X.STARTUP)
+                return True
         if P.SHM.search(msg):
-            self._error("shm", msg, None)
+            m = P.SHM_NEED.search(msg)
+            self._error("shm", msg, None, required_mib=int(m.group(1)) if m else None,
+                        free_mib=int(m.group(2)) if m else None)
             return True
         if P.DISTRIBUTED.search(msg):
             self._error("distributed", msg, None)

@@ -134,6 +134,20 @@ BLOCK_SIZE = re.compile(r"argument --block-size: invalid choice: '?(-?\d+)|Block
                         r"Input should be greater than 0")
 SHM = re.compile(r"Insufficient space in /dev/shm|/dev/shm\S*:? (?:No space left|too small)"
                  r"|\bBus error\b")
+# vLLM 0.20+'s KV offloading buffer (one /dev/shm file): "... 409594 MiB required, 204800 MiB
+# free" (v1/kv_offload/cpu/shared_offload_region.py)
+SHM_NEED = re.compile(r"Insufficient space in /dev/shm: (\d+) MiB required, (\d+) MiB free")
+# a separate draft LM refused by the release (0.10-0.16), or v1 forced where 0.9 falls back
+SPEC_CONFIG = re.compile(r"Draft model speculative decoding is not supported yet|Speculative "
+                         r"decoding with draft model is not supported yet|Unsupported "
+                         r"speculative method: '[^']*'|VLLM_USE_V1=1 is not supported with "
+                         r"Speculative Decoding")
+# --decode-context-parallel-size refused (config/parallel.py, config/model.py, the KV specs)
+DCP_CONFIG = re.compile(r"must be divisible by ?dcp_size=\d+|DCP not support (?:sliding window"
+                        r"|hybrid attn)|Decode context parallelism for GQA/MQA requires|decode "
+                        r"context parallel size must less than|Total number of q per kv attn "
+                        r"heads|decode-context-parallel-size`? \(\d+\) exceeds the maximum|DCP "
+                        r"requires attention impls to return the softmax lse")
 DISTRIBUTED = re.compile(r"NCCL error|nccl\w*Error|Dist(?:Backend|Network|Store)Error|collective"
                          r" operation timeout|Watchdog caught|NCCL WARN|ProcessGroupNCCL.*"
                          r"(?:[Tt]imeout|[Ee]rror|[Aa]bort)|TCPStore.*(?:refused|timed out|"
