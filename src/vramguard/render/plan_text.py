@@ -200,7 +200,10 @@ _KEY_SETTINGS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_u
                  "mamba_cache_dtype", "mamba_ssm_cache_dtype",
                  "cudagraph_mode", "optimization_level", "compilation_mode",
                  "cudagraph_capture_sizes", "cuda_graph_sizes", "max_cudagraph_capture_size",
-                 "performance_mode")
+                 "performance_mode", "decode_context_parallel_size", "mm_encoder_tp_mode",
+                 "limit_mm_per_prompt", "kv_offloading_size")
+# NOTE: shown only when set away from these (the default says nothing)
+_QUIET = {"decode_context_parallel_size": 1}
 
 
 def _settings_line(plan: Plan, st: _Style) -> list[str]:
@@ -210,11 +213,13 @@ def _settings_line(plan: Plan, st: _Style) -> list[str]:
             continue
         val = plan.settings[key]
         if val is None or (key in ("kv_cache_memory_bytes", "num_gpu_blocks_override")
-                           and not val):
+                           and not val) or _QUIET.get(key, object()) == val:
             continue
         src = plan.settings_sources.get(key)
         tag = SOURCE_TAGS.get(str(src), str(src)) if src else ""
-        if isinstance(val, (tuple, list)):
+        if key == "limit_mm_per_prompt":
+            sval = ",".join(f"{k}={n}" for k, n in val)   # NOTE: vLLM's older key=value form
+        elif isinstance(val, (tuple, list)):
             sval = " ".join(str(v) for v in val)        # NOTE: capture sizes, as typed
         else:
             sval = f"{val:,}" if isinstance(val, int) and not isinstance(val, bool) else str(val)
