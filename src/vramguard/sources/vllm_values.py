@@ -144,7 +144,7 @@ def _speculative(flag: str, value: object) -> dict:
         model = value["model"]
         if model is not None and not isinstance(model, str):
             raise _bad(flag + ".model", model, "a model id or path")
-        out["speculative_model"] = model.strip() or None if model else None
+        out["speculative_model"] = (model.strip() or None) if model else None
     return out
 
 
