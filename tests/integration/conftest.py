@@ -99,6 +99,12 @@ def vllm_normal(vllm_pool) -> ServerHandle:
 
 
 @pytest.fixture
+def vllm_draft(vllm_pool) -> ServerHandle:
+    """The normal server speculating with a copy of the tiny model as a draft LM."""
+    return vllm_pool.get("draft")
+
+
+@pytest.fixture
 def vllm_kv_pressure(vllm_pool) -> ServerHandle:
     """The same with `--num-gpu-blocks-override 3 --max-num-seqs 8` (one request fits)."""
     return vllm_pool.get("kv_pressure")

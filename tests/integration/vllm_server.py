@@ -23,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 TINY_DIR = ROOT / ".cache" / "tiny-llama"
+# a copy of the tiny model, served as its own drafter (speculative decoding with a draft LM)
+TINY_DRAFT_DIR = ROOT / ".cache" / "tiny-llama-draft"
 MAKE_TINY = Path(__file__).with_name("make_tiny_llama.py")
 SERVED_NAME = "tiny"
 MAX_MODEL_LEN = 256
@@ -31,6 +33,9 @@ MAX_MODEL_LEN = 256
 VARIANTS: dict[str, list[str]] = {
     "normal": [],
     "kv_pressure": ["--num-gpu-blocks-override", "3", "--max-num-seqs", "8"],
+    "draft": ["--speculative-config", json.dumps({"method": "draft_model",
+                                                  "model": str(TINY_DRAFT_DIR),
+                                                  "num_speculative_tokens": 2})],
 }
 
 
@@ -40,9 +45,13 @@ def venv_ready() -> bool:
 
 
 def ensure_tiny_model(out: Path = TINY_DIR, timeout_s: float = 300) -> Path:
-    """Build the tiny Llama with the vLLM venv's interpreter when it is not cached yet."""
+    """Build the tiny Llama with the vLLM venv's interpreter when it is not cached yet (and
+    its copy, the drafter of the "draft" variant)."""
     subprocess.run([str(VENV_PYTHON), str(MAKE_TINY), str(out)], check=True,
                    timeout=timeout_s, stdout=subprocess.DEVNULL)
+    if out == TINY_DIR:
+        import shutil
+        shutil.copytree(out, TINY_DRAFT_DIR, dirs_exist_ok=True)
     return out
 
 

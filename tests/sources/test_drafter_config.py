@@ -85,3 +85,12 @@ def test_an_eagle_head_from_its_config(tmp_path, method, lm_head):
     assert spec.draft.weights_bytes == 2 * (layer + 4096 + lm_head)
     assert len(spec.draft.attention) == 1 and not spec.draft.from_checkpoint
     assert notes and "estimated from its config" in notes[0]
+
+
+def test_the_model_itself_as_an_explicit_draft_lm():
+    """`"method": "draft_model"` with the target's own id: vLLM loads a second copy as the
+    drafter (only without a method is it taken as the model's own MTP layers)."""
+    spec, _ = spec_and(Settings(num_speculative_tokens=2, speculative_model=TARGET,
+                                speculative_method="draft_model"))
+    assert spec.draft is not None and spec.draft.method == "draft_model"
+    assert len(spec.draft.attention) == spec.num_layers

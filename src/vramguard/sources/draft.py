@@ -50,9 +50,10 @@ def attach_draft(spec: ModelSpec, settings: Settings, *,
     cannot be read is noted, not counted."""
     ref = settings.speculative_model
     method = (settings.speculative_method or "").lower()
-    if (not ref or settings.num_speculative_tokens <= 0 or method in NO_DRAFTER
-            or ref in (spec.name, settings.model)):
+    if not ref or settings.num_speculative_tokens <= 0 or method in NO_DRAFTER:
         return spec, []
+    if not method and ref in (spec.name, settings.model):
+        return spec, []     # NOTE: the model itself, no method: its own MTP layers
     from .resolve import load_model_spec
     try:
         d = load_model_spec(ref, offline=offline)
