@@ -22,7 +22,6 @@ __all__ = ["Eff", "resolve_settings", "USER", "DEFAULT", "DERIVED"]
 # NOTE: the walk records where each setting came from as the Source's text (what the Plan
 # carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
 USER, DEFAULT, DERIVED = Source.USER.value, Source.VLLM_DEFAULT.value, Source.DERIVED.value
-_USER, _DEFAULT, _DERIVED = USER, DEFAULT, DERIVED
 
 
 @dataclass(slots=True)
@@ -61,7 +60,7 @@ _FLAG_SET = frozenset(_FLAGS)
 
 def _flag_sources(s: Settings) -> dict[str, str]:
     """Where each of `_FLAGS` came from: the user, or vLLM's default (shared: copy it)."""
-    return {name: _USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else _DEFAULT
+    return {name: USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else DEFAULT
             for name in _FLAGS}
 
 
@@ -77,7 +76,7 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
     # setting, on every screened candidate); same keys in the same order. The memoized
     # sources are copied (a dict copy is cheaper than building one).
     values, sources = dict(zip(_FLAGS, vals)), srcs.copy()
-    U, D, X = _USER, _DEFAULT, _DERIVED
+    U, D, X = USER, DEFAULT, DERIVED
     util = s.gpu_memory_utilization
     if util is not None:
         values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = util, U

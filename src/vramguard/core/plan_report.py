@@ -13,6 +13,8 @@ from . import failures as F
 from . import kv as kvm
 from . import messages as msg
 from ._frozen import maker, replacer
+# NOTE: sources as text (effective.py: Enum.value is too slow for the tuner's hot path)
+from .effective import DEFAULT, DERIVED, USER
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .model import CHUNKED, CSA, MAMBA, SLIDING
@@ -23,10 +25,6 @@ from .weights import runtime_dtype_bytes
 
 __all__ = ["PlanReport"]
 
-# NOTE: the walk records sources as text (Enum.value is a descriptor call, too slow for the
-# tuner's hot path).
-_USER, _DEFAULT, _DERIVED = (Source.USER.value, Source.VLLM_DEFAULT.value,
-                             Source.DERIVED.value)
 # NOTE: built once or more per screened candidate: without the frozen __init__ (_frozen.py).
 _ledger, _outcome, _plan = maker(Ledger), maker(Outcome), maker(Plan)
 _estimate = maker(Estimate)
@@ -371,11 +369,11 @@ class PlanReport:
     def _graph_mode_source(self) -> str:
         s = self.s
         if s.cudagraph_mode is not None and s.cudagraph_mode == self.graph_mode:
-            return _USER
+            return USER
         if s.enforce_eager or any(x is not None for x in (
                 s.cudagraph_mode, s.optimization_level, s.compilation_mode)):
-            return _DERIVED
-        return _DEFAULT
+            return DERIVED
+        return DEFAULT
 
     def _graph_flag_notes(self) -> list[str]:
         """What the compilation flags did to the CUDA graphs (none said: nothing)."""
@@ -509,10 +507,10 @@ class PlanReport:
                 message=self.fail.message if self.fail else None, risks=tuple(self.risks))
         eff = self.eff
         if cap is not None:
-            eff.set("block_size", cap.block_size, _USER if self.s.block_size else _DEFAULT)
+            eff.set("block_size", cap.block_size, USER if self.s.block_size else DEFAULT)
         kv_name = self.kv_name      # NOTE: `kv.kv_dtype_bytes` of the stage terms
-        eff.set("kv_cache_dtype", kv_name, _USER if kv_name == self.s.kv_cache_dtype
-                and self.s.kv_cache_dtype != "auto" else _DEFAULT)
+        eff.set("kv_cache_dtype", kv_name, USER if kv_name == self.s.kv_cache_dtype
+                and self.s.kv_cache_dtype != "auto" else DEFAULT)
         if self.rules.cudagraph_control in _HAS_CUDAGRAPH_MODE:
             eff.set("cudagraph_mode", self.graph_mode, self._graph_mode_source())
         if not self.detail:

@@ -55,8 +55,6 @@ class PlanHooks:
 # NOTE: built for every screened candidate: without the frozen __init__ (_frozen.py).
 _estimate, _kv_capacity = maker(Estimate), maker(KvCapacity)
 
-# NOTE: sources as text (effective.py); `Enum.value` is a descriptor call
-_DERIVED = DERIVED
 _DERIVED_SRC = Source.DERIVED
 
 
@@ -399,7 +397,7 @@ class _Walk(PlanReport):
                                  if fit < self.L else
                                  msg.autofit_full_log(rules, self.L, kv_min, dev))
                 self.L = fit
-                self.eff.set("max_model_len", fit, _DERIVED)
+                self.eff.set("max_model_len", fit, DERIVED)
             for st in stages:
                 need, avail = st.layout.needed_bytes(self.L), self._avail(st)
                 if need > avail:
