@@ -67,14 +67,13 @@ def default_db_path() -> Path:
 
 
 def default_db_may_exist() -> bool:
-    """False only when the default store certainly does not exist — on Linux, when neither
-    XDG data-dir candidate holds a `vramguard` folder — without importing platformdirs
-    (NOTE: ~7 ms of `vramguard plan`'s cold start). True otherwise: then ask default_db_path."""
+    """False only when the default store certainly does not exist — its folder is missing
+    (`default_db_path`, which imports nothing on Linux and with VRAMGUARD_DATA_DIR). True
+    elsewhere: then ask default_db_path."""
     import sys
-    if os.environ.get("VRAMGUARD_DATA_DIR") or not sys.platform.startswith("linux"):
-        return True
-    homes = [os.environ.get("XDG_DATA_HOME", "").strip(), os.path.expanduser("~/.local/share")]
-    return any(h and os.path.isdir(os.path.join(h, "vramguard")) for h in homes)
+    if os.environ.get("VRAMGUARD_DATA_DIR") or sys.platform.startswith("linux"):
+        return default_db_path().parent.is_dir()
+    return True
 
 
 @dataclass(frozen=True)
