@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from . import _memo
-from ._frozen import maker
+from ._frozen import maker, replacer
 from . import activation as act
 from . import kv as kvm
 from .calibration import Calibration
@@ -421,6 +421,10 @@ def _nvlink_class(gpu: GpuSpec) -> bool:
     return any(k in name for k in ("A100", "H100-80GB", "H200", "H20", "B200", "B300", "GH200"))
 
 
+# NOTE: `mm_settings` runs for every candidate a search screens on a multimodal model
+_settings_with = replacer(Settings)
+
+
 def mm_encoder_off(spec: ModelSpec, s: Settings) -> bool:
     """--limit-mm-per-prompt limits every modality the encoder takes to 0 (a modality left
     out keeps vLLM's default limit, so the encoder stays)."""
@@ -439,10 +443,10 @@ def mm_settings(spec: ModelSpec, s: Settings, rules: VllmRules) -> Settings:
     (`rules.mm_zero_skips_tower`), its weights."""
     if s.mm_encoder_tp_mode == "data" and spec.model_type not in (rules.encoder_tp_data_types
                                                                    or ()):
-        s = replace(s, mm_encoder_tp_mode="weights")
+        s = _settings_with(s, mm_encoder_tp_mode="weights")
     if s.limit_mm_per_prompt is None or not mm_encoder_off(spec, s):
         return s
     skips = rules.mm_zero_skips_tower
     loaded = not ("*" in skips or spec.model_type in skips)
-    return replace(s, skip_mm_profiling=True,
-                   language_model_only=s.language_model_only or not loaded)
+    return _settings_with(s, skip_mm_profiling=True,
+                          language_model_only=s.language_model_only or not loaded)
