@@ -101,6 +101,11 @@ def test_kv_offloading_buffer_on_the_host():
     new, old = host_need(s, None, offload_in_shm=True), host_need(s, None)
     assert new.terms["kv_offloading"] == old.terms["kv_offloading"] == 400 * GIB
     assert (new.shm_bytes, old.shm_bytes) == (GIB + 400 * GIB, GIB)
+    assert (new.shm_offload_bytes, old.shm_offload_bytes) == (400 * GIB, 0)
+    small = host_need(Settings(kv_offloading_size=0.5), None, offload_in_shm=True)
+    probs = check_host(HostState(ram_available_bytes=4000 * GIB, shm_total_bytes=64 * MIB),
+                       small)          # one GPU: the buffer is all /dev/shm holds
+    assert "KV offloading buffer" in probs[0].message
     probs = check_host(HostState(ram_available_bytes=4000 * GIB, shm_total_bytes=200 * GIB), new)
     assert [p.kind for p in probs] == ["shm_too_small"]
     assert "Insufficient space in /dev/shm" in probs[0].message

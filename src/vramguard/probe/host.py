@@ -62,6 +62,7 @@ class HostNeed:
     terms: dict[str, int] = field(default_factory=dict)
     shm_bytes: int = 0
     world_size: int = 1
+    shm_offload_bytes: int = 0      # the KV offloading buffer's part of shm_bytes (0.20+)
 
     @property
     def total_bytes(self) -> int:
@@ -171,14 +172,13 @@ def host_need(settings: Settings, spec: ModelSpec | None, *, engine: str | None 
     if settings.cpu_offload_gb:
         terms["cpu_offload"] = int(settings.cpu_offload_gb * GIB) * ws
     terms["weight_loading"] = _loading_copy(spec) * ws
-    shm = SHM_MIN_BYTES if settings.world_size > 1 else 0
     offload = _kv_offload_bytes(settings)
     if offload:
         # NOTE: the size is the total over the TP ranks (vLLM's help); per engine instance
         terms["kv_offloading"] = offload * max(1, settings.data_parallel_size)
-        if offload_in_shm:
-            shm += offload
-    return HostNeed(terms=terms, shm_bytes=shm, world_size=ws)
+    in_shm = offload if offload_in_shm else 0
+    return HostNeed(terms=terms, shm_bytes=(SHM_MIN_BYTES if settings.world_size > 1 else 0)
+                    + in_shm, world_size=ws, shm_offload_bytes=in_shm)
 
 
 def _kv_offload_bytes(settings: Settings) -> int:
@@ -235,7 +235,7 @@ def check_host(state: HostState, need: HostNeed) -> list[Problem]:
 
 
 def _shm_problem(state: HostState, need: HostNeed) -> Problem:
-    offload = need.terms.get("kv_offloading", 0) if need.shm_bytes > SHM_MIN_BYTES else 0
+    offload = need.shm_offload_bytes
     if offload:
         # NOTE: vLLM's words: "Insufficient space in /dev/shm: N MiB required, M MiB free"
         return Problem(
