@@ -151,11 +151,9 @@ def _compilation_keys(version: str | None) -> dict[str, str]:
     NOTE: before 0.12 `-O` was `--compilation-config` itself (an int: the level), so `-O N`
     beside a JSON config would replace it: the level goes in the JSON. Before 0.11.1 the
     config's "mode" was "level" and the capture sizes had no flag of their own."""
-    from ..core.rules import parse_version
-    v = parse_version(version) if version is not None else None
-    if v is None or v >= (0, 12, 0):
+    if not _before(version, (0, 12, 0)):
         return _COMPILATION_KEYS
-    if v >= (0, 11, 1):
+    if not _before(version, (0, 11, 1)):
         return {**_COMPILATION_KEYS, "optimization_level": "mode"}
     return {"optimization_level": "level", "compilation_mode": "level",
             "cudagraph_mode": "cudagraph_mode",
