@@ -213,7 +213,7 @@ def _settings_line(plan: Plan, st: _Style) -> list[str]:
             continue
         val = plan.settings[key]
         if val is None or (key in ("kv_cache_memory_bytes", "num_gpu_blocks_override")
-                           and not val) or _QUIET.get(key, object()) == val:
+                           and not val) or (key in _QUIET and _QUIET[key] == val):
             continue
         src = plan.settings_sources.get(key)
         tag = SOURCE_TAGS.get(str(src), str(src)) if src else ""
