@@ -133,7 +133,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
     ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
-    ("0.11.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_011}, "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
+    ("0.11.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_011},
+     "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
     ("0.11.0", "v1", {"encoder_tp_data_types": _ENC_DATA_011},
      "--mm-encoder-tp-mode; models with supports_encoder_tp_data (config/model.py falls "
      "back to 'weights' for the others)"),
@@ -208,7 +209,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
-    ("0.17.0", "v1", {"encoder_tp_data_types": _ENC_DATA_017}, "Qwen3.5 (a Qwen3-VL subclass) and Kimi-K2.5 encoders too"),
+    ("0.17.0", "v1", {"encoder_tp_data_types": _ENC_DATA_017},
+     "Qwen3.5 (a Qwen3-VL subclass) and Kimi-K2.5 encoders too"),
     ("0.17.0", "v1", {"draft_model": "inferred"},
      "a drafter that is no EAGLE/Medusa/MTP model is inferred as draft_model "
      "(config/speculative.py SpeculativeConfig.__post_init__)"),
