@@ -141,7 +141,7 @@ def _kv(spec, rules) -> dict:
     mamba = sum(l.attention.mamba.page_bytes(
                     1, *mamba_state_dtype_bytes(l.attention.mamba, settings, rules, model_b))
                 for l in spec.layers
-                if l.attention.kind == MAMBA and l.attention.mamba is not None)
+                if l.attention.mamba is not None)
     return {"bytes_per_token": {"auto": spec.kv_bytes_per_token(dtype_bytes=auto_b),
                                 "bfloat16": spec.kv_bytes_per_token(dtype_bytes=2),
                                 "fp8": spec.kv_bytes_per_token(dtype_bytes=1)},

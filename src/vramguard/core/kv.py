@@ -285,7 +285,14 @@ def attention_runs(spec: ModelSpec,
     """The distinct attention specs of the layers in `layer_range` with their counts, in
     order of first occurrence (what `layout_shape` reads of the layers)."""
     start, end = layer_range
-    return counted(*distinct_index([layer.attention for layer in spec.layers[start:end]]))
+    runs = counted(*distinct_index([layer.attention for layer in spec.layers[start:end]]))
+    if any(a.parallel_mamba for a, _ in runs):
+        # NOTE: Falcon-H1's layers are an attention layer and a Mamba layer to vLLM's KV
+        # cache (the mixer registered under its own layer index): one run of each.
+        runs = tuple(r for a, n in runs for r in (
+            ((replace(a, mamba=None), n), (AttentionSpec(kind=MAMBA, mamba=a.mamba), n))
+            if a.parallel_mamba else ((a, n),)))
+    return runs
 
 
 def layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,

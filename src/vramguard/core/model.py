@@ -82,6 +82,12 @@ class AttentionSpec:
     compress_ratio: int = 0                # CSA: tokens per compressed entry (0/1: none)
     indexer_head_dim: int = 0              # CSA: indexer key size (ratio-4 layers)
 
+    @property
+    def parallel_mamba(self) -> bool:
+        """An attention layer that also runs a Mamba mixer (Falcon-H1): it keeps a KV cache
+        and a Mamba state, two cache layers to vLLM."""
+        return self.mamba is not None and self.kind != MAMBA
+
     def kv_bytes_per_token(self, tp: int, dtype_bytes: float) -> int:
         """KV bytes one token costs in this layer on one TP rank (0 for MAMBA/NONE);
         `dtype_bytes` per element (9/16 for nvfp4).
@@ -336,8 +342,10 @@ class ModelSpec:
         the set is computed once and kept in the instance (not a field: equality unchanged)."""
         kinds = self.__dict__.get("_attention_kinds")
         if kinds is None:
-            kinds = self.__dict__["_attention_kinds"] = frozenset(
-                l.attention.kind for l in self.layers)
+            kinds = {l.attention.kind for l in self.layers}
+            if any(l.attention.parallel_mamba for l in self.layers):
+                kinds.add(MAMBA)
+            kinds = self.__dict__["_attention_kinds"] = frozenset(kinds)
         return kinds
 
     @property

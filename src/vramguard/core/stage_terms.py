@@ -286,7 +286,7 @@ def v0_mamba_slot_bytes(spec: ModelSpec, s: Settings, rules: VllmRules,
         return 0
     tp, total = s.tensor_parallel_size, 0
     for a, n in _memo.attention_runs(spec, layer_range):
-        if a.kind == MAMBA and a.mamba is not None:
+        if a.mamba is not None:            # NOTE: Falcon-H1's attention layers carry one too
             total += n * a.mamba.page_bytes(tp, dtype_bytes)
     return total
 

@@ -26,7 +26,7 @@ _NESTED_SKIP = set(_TEXT_KEYS) | {"vision_config", "audio_config", "quantization
 MLA_TYPES = {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa",
              "mistral_large_3", "deepseek_vl_v2"}
 GDN_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"}
-MAMBA_TYPES = {"jamba", "granitemoehybrid", "bamba", "nemotron_h"}
+MAMBA_TYPES = {"jamba", "granitemoehybrid", "bamba", "nemotron_h", "falcon_h1"}
 LINEAR_ATTN_TYPES = {"minimax", "minimax_text_01", "minimax_m1"}
 ENCODER_TYPES = {"xlm-roberta", "xlm-roberta-xl", "roberta", "bert", "camembert"}
 KNOWN_GENERIC = {
@@ -100,6 +100,8 @@ def text_view(top: Fields) -> tuple[Fields, str]:
                 merged["architectures"] = top.data["architectures"]
             break
     mt = merged.get("model_type")
+    if isinstance(mt, str) and mt in PER_LAYER_LIST_TYPES:
+        _collapse_per_layer(merged, top.where)
     defaulted = []
     for k, v in _DEFAULTS.get(mt if isinstance(mt, str) else "", {}).items():
         if merged.get(k) is None:
@@ -108,6 +110,24 @@ def text_view(top: Fields) -> tuple[Fields, str]:
     view = Fields(merged, top.where, path)
     view.defaulted = tuple(defaulted)
     return view, path
+
+
+# NOTE: Hunyuan's configs give some MoE sizes as one value per layer (vLLM's hunyuan_v1.py
+# reads `config.moe_topk[layer_id]`, ...); equal values are that value.
+PER_LAYER_LIST_TYPES = {"hunyuan", "hunyuan_v1_moe", "hunyuan_v1_dense"}
+_PER_LAYER_KEYS = ("moe_topk", "moe_intermediate_size", "num_shared_expert", "num_experts")
+
+
+def _collapse_per_layer(merged: dict, where: str) -> None:
+    for key in _PER_LAYER_KEYS:
+        value = merged.get(key)
+        if not isinstance(value, list) or not value:
+            continue
+        if any(v != value[0] for v in value):
+            raise SourceError(f"{key} differs between layers ({sorted(set(map(str, value)))[:4]}); "
+                              "vramguard models one value for all layers", where=where,
+                              fix="Plan with the largest value in a copy of config.json")
+        merged[key] = value[0]
 
 
 def _first(t: Fields, key: str, **kw) -> tuple[str, int] | None:

@@ -8,6 +8,7 @@ layouts (Qwen-7B remote code, ChatGLM, OPT, Phi-2, BERT-style encoders, DeepSeek
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..core.model import (CSA, FULL, MAMBA, MLA, NONE, AttentionSpec, LayerParams, LayerSpec,
                           MambaState)
@@ -116,12 +117,17 @@ def build_gdn(a: Arch) -> Body:
 # ---- Mamba hybrids --------------------------------------------------------------------------
 def mamba2_layer(a: Arch, *, heads: int, head_dim: int, state: int, groups: int, conv: int,
                  conv_bias: bool = True, ssm_dtype: str | None = None,
-                 ssm_hook: str | None = None) -> tuple[int, MambaState]:
+                 ssm_hook: str | None = None, norm: bool = True,
+                 proj_bias: bool = False) -> tuple[int, MambaState]:
+    """vLLM's MambaMixer2: in_proj (z, x, B, C, dt), the conv, A/D/dt_bias, the gated norm's
+    weight (`use_rms_norm`), out_proj; and its state."""
     h = a.hidden
     inner = heads * head_dim
     conv_dim = inner + 2 * groups * state
     params = (h * (inner + conv_dim + heads) + conv_dim * conv + (conv_dim if conv_bias else 0)
-              + 3 * heads + inner + inner * h)
+              + 3 * heads + (inner if norm else 0) + inner * h)
+    if proj_bias:
+        params += inner + conv_dim + heads + h
     st = MambaState(kind="mamba2", conv_shape=(conv_dim, conv - 1), ssm_shape=(heads, head_dim, state),
                     ssm_dtype=ssm_dtype, ssm_hook=ssm_hook)
     return params, st
@@ -135,6 +141,8 @@ def build_mamba_hybrid(a: Arch) -> Body:
         return _jamba(a, moe)
     if mt == "nemotron_h":
         return _nemotron_h(a, moe)
+    if mt == "falcon_h1":
+        return _falcon_h1(a)
     kinds = layer_kinds(a) if t.list("layer_types") is not None else [
         FULL if i in set(t.int_list("attn_layer_indices", lo=0, hi=LIMITS["layers"]) or []) else MAMBA
         for i in range(n)]
@@ -162,6 +170,31 @@ def build_mamba_hybrid(a: Arch) -> Body:
             p["mlp"] = mlp_params(h, shared_i or a.intermediate or 0)
         layers.append(LayerSpec(att, LayerParams(**p)))
     return standard_body(a, layers, moe)
+
+
+def _falcon_h1(a: Arch) -> Body:
+    """Falcon-H1: every layer runs attention and a Mamba2 mixer side by side, then the MLP
+    (vLLM falcon_h1.py `FalconH1ParallelHybrid`): each layer keeps a KV cache and a Mamba
+    state (the mixer registered as layer `num_hidden_layers + i`)."""
+    t, h = a.t, a.hidden
+    heads = t.int("mamba_n_heads", hi=LIMITS["heads"])
+    d_ssm = t.opt_int("mamba_d_ssm", hi=LIMITS["hidden"]) or int(
+        t.float("mamba_expand", 2.0) * h)
+    hd = max(1, d_ssm // heads) if t.raw("mamba_d_head") in (None, "auto") else t.int(
+        "mamba_d_head", hi=LIMITS["hidden"])
+    mixer, st = mamba2_layer(a, heads=heads, head_dim=hd, state=t.int("mamba_d_state", hi=65536),
+                             groups=t.int("mamba_n_groups", default=1, hi=LIMITS["heads"]),
+                             conv=t.int("mamba_d_conv", default=4, hi=1024),
+                             conv_bias=t.bool("mamba_conv_bias", default=True),
+                             norm=t.bool("mamba_rms_norm"), proj_bias=t.bool("mamba_proj_bias"))
+    if not a.intermediate:
+        raise t.error("missing intermediate_size")
+    att = replace(attention_spec(FULL, a.kv_heads, a.head_dim, a), mamba=st)
+    p = attn_params(h, a.heads, a.kv_heads, a.head_dim)
+    p.update(mixer=mixer, norms=2 * h, mlp=mlp_params(h, a.intermediate))
+    layers = [LayerSpec(att, LayerParams(**p)) for _ in range(a.num_layers)]
+    a.notes.append("parallel hybrid: each layer keeps a KV cache and a Mamba2 state")
+    return standard_body(a, layers)
 
 
 def _jamba(a: Arch, moe) -> Body:

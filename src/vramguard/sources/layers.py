@@ -192,6 +192,10 @@ def moe_of(a: Arch) -> MoESpec | None:
     hit_s = t.first_int(("n_shared_experts", "num_shared_experts"), lo=0, hi=LIMITS["experts"])
     if hit_s and hit_s[1]:
         n_shared, shared_i = hit_s[1], inter
+    elif t.bool("use_mixed_mlp_moe"):
+        # NOTE: Hunyuan: one shared MLP of intermediate_size x num_shared_expert (hunyuan_v1.py)
+        n_shared = t.opt_int("num_shared_expert", lo=0, hi=LIMITS["experts"]) or 0
+        shared_i = a.intermediate if n_shared else None
     for key in ("shared_expert_intermediate_size", "shared_intermediate_size",
                 "moe_shared_expert_intermediate_size"):
         size = t.opt_int(key, lo=0, hi=LIMITS["intermediate"])
@@ -283,18 +287,22 @@ def build_decoder(a: Arch) -> Body:
         dense_i = t.opt_int("intermediate_size_mlp", hi=LIMITS["intermediate"]) or dense_i
     both = mt in ("gemma4", "gemma4_text") and moe is not None   # dense MLP + MoE each layer
     g = _Gemma4(a) if mt in ("gemma4", "gemma4_text") else None
+    # NOTE: Hunyuan's cross-layer attention: layers whose index is not a multiple of
+    # cla_share_factor read the previous layer's K/V (no K/V projection, no cache of their own)
+    cla = (t.int("cla_share_factor", default=1, hi=LIMITS["layers"])
+           if mt.startswith("hunyuan") and t.bool("use_cla") else 1)
     layers = []
     for i, kind in enumerate(kinds):
         nq, nkv, d, vd = layer_heads(a, kind)
-        shared_kv = False
+        shared_kv = i % cla != 0
         if g:
             nkv, d = g.heads_dim(kind)
             shared_kv = g.shares_kv(i)
         p = attn_params(h, nq, nkv, d, qkv_bias=qkv_bias, o_bias=o_bias, q_gate=q_gate,
                         v_dim=vd, no_v=bool(g and g.k_eq_v and kind == FULL))
         p["norms"] = norm + qk_norm_params(mt, t, nq, nkv, d)
-        if shared_kv:                                   # Gemma 4: reuses an earlier layer's K/V
-            p["attn_kv"], p["norms"] = 0, p["norms"] - d
+        if shared_kv:                       # Gemma 4, Hunyuan CLA: an earlier layer's K/V
+            p["attn_kv"], p["norms"] = 0, p["norms"] - (d if g or t.bool("use_qk_norm") else 0)
         if mt == "gpt_oss" or (kind == SLIDING and t.bool("add_swa_attention_sink_bias")):
             p["attn_q"] += nq                               # attention sinks
         if mask[i] and moe is not None:
@@ -311,7 +319,7 @@ def build_decoder(a: Arch) -> Body:
         if g:
             p["norms"] += 1                                # layer_scalar
             p["mlp"] += g.ple_layer_params()
-            kind = NONE if shared_kv else kind
+        kind = NONE if shared_kv else kind
         layers.append(LayerSpec(attention_spec(kind, nkv, d, a, v_dim=vd), LayerParams(**p)))
     body = Body(layers=layers, moe=moe, embed=a.vocab * h, final_norm=norm_size(mt, h),
                 lm_head=0 if a.tie else _lm_head_vocab(a) * h)

@@ -1,0 +1,99 @@
+"""Architectures found mis-read by a sweep of recent models' real configs (tenth session):
+Hunyuan's per-layer MoE lists and cross-layer attention, Falcon-H1's parallel hybrid layers,
+LFM2's short-convolution layers. Counts are computed by hand from the configs."""
+import pytest
+
+from vramguard.core.model import FULL, NONE
+from vramguard.errors import SourceError
+from vramguard.sources.config import spec_from_config
+
+L = 32
+# tencent/Hunyuan-A13B-Instruct config.json (the fields vLLM's hunyuan_v1.py reads)
+HUNYUAN_A13B = {
+    "architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan_v1_moe",
+    "attention_bias": False, "attention_head_dim": 128, "hidden_size": 4096,
+    "intermediate_size": 3072, "moe_intermediate_size": [3072] * L, "moe_topk": [8] * L,
+    "num_attention_heads": 32, "num_experts": 64, "num_hidden_layers": L,
+    "num_key_value_heads": 8, "num_shared_expert": [1] * L, "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": True, "use_cla": False, "use_mixed_mlp_moe": True,
+    "use_qk_norm": True, "vocab_size": 128167, "torch_dtype": "bfloat16",
+    "max_position_embeddings": 32768}
+
+
+def test_hunyuan_a13b_per_layer_lists_and_shared_mlp():
+    s = spec_from_config(dict(HUNYUAN_A13B), name="tencent/Hunyuan-A13B-Instruct")
+    h, i, e = 4096, 3072, 64
+    attn = h * 32 * 128 + 2 * h * 8 * 128 + 32 * 128 * h
+    # 64 routed experts + one shared MLP of intermediate_size x num_shared_expert + router
+    ffn = e * 3 * h * i + 3 * h * i + e * h
+    norms = 2 * h + 2 * 128                       # input/post norms + q/k norms (head_dim)
+    total = 128167 * h + L * (attn + ffn + norms) + h       # tied LM head
+    assert s.num_params() == total == 80_393_183_232      # the model card: 80B total
+    active = 128167 * h + L * (attn + 8 * 3 * h * i + 3 * h * i + e * h + norms) + h
+    assert s.num_active_params() == active                # 13B active (12.7B by this count)
+    assert s.kv_bytes_per_token() == L * 2 * 8 * 128 * 2
+
+
+def test_hunyuan_cross_layer_attention_halves_the_cache():
+    cfg = dict(HUNYUAN_A13B, use_cla=True, cla_share_factor=2)
+    s = spec_from_config(cfg, name="cla")
+    kinds = [l.attention.kind for l in s.layers]
+    assert kinds[:4] == [FULL, NONE, FULL, NONE]
+    assert s.kv_bytes_per_token() == L // 2 * 2 * 8 * 128 * 2
+    assert s.layers[1].params.attn_kv == 0 and s.layers[0].params.attn_kv == 2 * 4096 * 8 * 128
+
+
+def test_hunyuan_per_layer_values_that_differ_are_refused():
+    topk = [8] * L
+    topk[3] = 2
+    with pytest.raises(SourceError, match="moe_topk differs between layers"):
+        spec_from_config(dict(HUNYUAN_A13B, moe_topk=topk), name="x")
+
+
+# tiiuae/Falcon-H1-7B-Instruct (the fields vLLM's falcon_h1.py reads; transformers' defaults
+# for mamba_conv_bias=True, mamba_proj_bias=False, mamba_rms_norm=False)
+FALCON_H1_7B = {
+    "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 3072,
+    "num_hidden_layers": 44, "num_attention_heads": 12, "num_key_value_heads": 2,
+    "head_dim": 128, "intermediate_size": 12288, "vocab_size": 130048,
+    "tie_word_embeddings": False, "mamba_d_state": 256, "mamba_n_groups": 1,
+    "mamba_n_heads": 24, "mamba_d_head": 128, "mamba_d_ssm": 3072, "mamba_expand": 2,
+    "mamba_d_conv": 4, "mamba_chunk_size": 128, "max_position_embeddings": 262144,
+    "torch_dtype": "bfloat16"}
+
+
+def test_falcon_h1_parallel_hybrid_by_hand():
+    s = spec_from_config(dict(FALCON_H1_7B), name="tiiuae/Falcon-H1-7B-Instruct")
+    h, n, heads, hd, st = 3072, 44, 24, 128, 256
+    inner, conv_dim = heads * hd, heads * hd + 2 * st
+    mixer = h * (inner + conv_dim + heads) + conv_dim * 4 + conv_dim + 3 * heads + inner * h
+    attn = h * 12 * 128 + 2 * h * 2 * 128 + 12 * 128 * h
+    layer = attn + mixer + 3 * h * 12288 + 2 * h
+    assert s.num_params() == 2 * 130048 * h + n * layer + h
+    assert round(s.num_params() / 1e9, 2) == 7.59        # MLX 4-bit weights: 4.27 GB
+    a = s.layers[0].attention
+    assert a.kind == FULL and a.parallel_mamba and s.is_hybrid
+    assert s.kv_bytes_per_token() == n * 2 * 2 * 128 * 2
+    assert a.mamba.conv_shape == (conv_dim, 3) and a.mamba.ssm_shape == (heads, hd, st)
+
+
+def test_falcon_h1_plan_has_both_caches_per_layer():
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.core.planner import plan
+    from vramguard.core.settings import Settings
+    s = spec_from_config(dict(FALCON_H1_7B), name="falcon")
+    p = plan(s, Settings(max_model_len=32768), lookup_gpu("L40S"), vllm_version="0.33.0")
+    # attention: 2 heads x 128 x 2 (K, V) x 2 B = 1,024 B/token per layer; Mamba state per
+    # layer: (3584 x 3 + 24 x 128 x 256) x 2 B = 1,594,368 B -> block 16 x cdiv(1594368,
+    # 16 x 1024) = 1,568 tokens; 44 attention + 44 Mamba layers: two groups of 44
+    assert p.kv.block_size == 1568
+    assert p.kv.page_size_bytes == 44 * 1568 * 1024
+    # a request: cdiv(32768, 1568) = 21 attention blocks + the Mamba group's state block and,
+    # with 0.33's prefix caching on hybrids ("align"), one more
+    assert p.kv.blocks_per_request == 21 + 2
+    assert abs(p.kv.max_concurrency - p.kv.num_blocks / 23) < 1e-9
+
+
+def test_falcon_h1_auto_head_dim():
+    cfg = dict(FALCON_H1_7B, mamba_d_head="auto")
+    assert spec_from_config(cfg, name="x").layers[0].attention.mamba.ssm_shape == (24, 128, 256)
