@@ -618,3 +618,16 @@ def test_mamba_dtype_flags():
     assert {"mamba_cache_dtype", "mamba_ssm_cache_dtype"} <= s.user_set
     with pytest.raises(UsageError, match="float32"):
         parse_vllm_args(["m", "--mamba-ssm-cache-dtype", "fp32"])
+
+
+def test_kv_cache_dtype_skip_layers_takes_every_value_and_round_trips():
+    cmd = parse_vllm_args(["m", "--kv-cache-dtype", "turboquant_4bit_nc",
+                           "--kv-cache-dtype-skip-layers", "0", "1", "sliding_window", "-tp", "2"])
+    assert cmd.settings.kv_cache_dtype_skip_layers == ("0", "1", "sliding_window")
+    assert cmd.settings.tensor_parallel_size == 2 and not cmd.unmodeled
+    again = parse_vllm_args(["m", *settings_to_args(cmd.settings)]).settings
+    assert again.kv_cache_dtype_skip_layers == ("0", "1", "sliding_window")
+    assert settings_from_mapping({"kv_cache_dtype_skip_layers": [0, 31]}) \
+        .kv_cache_dtype_skip_layers == ("0", "31")
+    with pytest.raises(UsageError, match="layer indices"):
+        parse_vllm_args(["m", "--kv-cache-dtype-skip-layers", "0,1"])

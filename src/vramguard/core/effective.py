@@ -38,7 +38,7 @@ class Eff:
 
 _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size",
           "decode_context_parallel_size", "dtype",
-          "quantization", "kv_cache_dtype", "enforce_eager", "cpu_offload_gb",
+          "quantization", "kv_cache_dtype", "kv_cache_dtype_skip_layers", "enforce_eager", "cpu_offload_gb",
           "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_expert_parallel",
           "enable_lora", "num_speculative_tokens", "disable_sliding_window",
           "disable_hybrid_kv_cache_manager", "disable_custom_all_reduce", "language_model_only",

@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from .model import (CHUNKED, CSA, DTYPE_BYTES, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec,
                     MambaState, ModelSpec, counted, distinct_index)
 from ._frozen import replacer
+from .kv_quant import (PER_TOKEN_HEAD, TURBOQUANT, aligned_block_size, packed_head_bytes,
+                       skip_layers)
 from .rules import VllmRules
 from .settings import Settings
 
@@ -33,8 +35,8 @@ def kv_dtype_bytes(spec: ModelSpec, settings: Settings, rules: VllmRules,
     if d == "auto" and rules.modelopt_kv_auto_fp8 and spec.quant and spec.quant.kv_cache_scheme:
         scheme = spec.quant.kv_cache_scheme.lower()
         d = "fp8" if "fp8" in scheme else ("nvfp4" if "fp4" in scheme else d)
-    if d in _FP8 or d == "nvfp4_ds_mla":
-        return 1, d
+    if d in _FP8 or d == "nvfp4_ds_mla" or d in TURBOQUANT or d in PER_TOKEN_HEAD:
+        return 1, d      # NOTE: TurboQuant / per-token-head: packed (kv_quant.packed_head_bytes)
     if d.startswith("nvfp4"):
         # NOTE: per head and side, head/2 bytes of packed 4-bit values + head/16 fp8 block
         # scales (`nvfp4_kv_cache_full_dim`): 9/16 byte per element.
@@ -85,6 +87,9 @@ class KvLayout:
     # ranks, so a request needs cdiv(L, block x cp_shard) blocks per GPU (Mamba state is not
     # sharded); the pool's blocks and pages are unchanged
     cp_shard: int = 1
+    # attention layers whose KV is in the quantized format (not kept at the model dtype by
+    # --kv-cache-dtype-skip-layers / TurboQuant's boundary layers): their init buffers
+    quantized_layers: int = 0
 
     def blocks_per_request(self, max_model_len: int) -> int:
         """Σ over groups of the blocks one request of `max_model_len` needs."""
@@ -331,10 +336,13 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     attn_bpt = 0
     per_layer_bpt = 0
     mamba_page = 0
+    quantized = 0
+    skip = skip_layers(spec, settings, rules, kv_dtype_name)
+    marked = _mark_skipped(spec, layer_range, runs, skip)
     # NOTE: one pass per distinct spec for its `n` layers: the same result as one pass per
     # layer (counts and bytes are whole numbers, a maximum does not change when repeated,
     # and each group key first appears with the first layer that has it).
-    for a, n in runs:
+    for a, n, full in marked:
         kind = _layer_kind(a.kind, rules, settings, engine)
         if kind == NONE:
             continue
@@ -345,7 +353,9 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                     settings.num_speculative_tokens))
             kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + n
             continue
-        bpt = a.kv_bytes_per_token(tp, kv_bytes)
+        bpt = _attn_bpt(a, tp, mamba_bytes if full else kv_bytes,
+                        "auto" if full else kv_dtype_name)
+        quantized += 0 if full else n
         if a.kind == MLA and kv_dtype_name in MLA_PACKED_BYTES:
             bpt = MLA_PACKED_BYTES[kv_dtype_name]
         elif kind == MLA and mla_align_elems:
@@ -363,6 +373,8 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         kind_bpt[key] = max(kind_bpt.get(key, 0), bpt)
     inflight = 0          # NOTE: set by `with_inflight`
     b = block_size
+    if skip and rules.kv_skip_align:
+        b = _skip_aligned_block(spec, tp, b, kv_bytes, kv_dtype_name, mamba_bytes)
     enlarged, pad_pct = False, 0.0
     has_mamba = (MAMBA, None) in kinds
     n_attn = sum(n for (k, _), n in kinds.items() if k != MAMBA)
@@ -387,7 +399,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         page = b * attn_bpt
         return KvLayout(block_size=b, page_size_bytes=page, bytes_per_token=attn_bpt,
                         groups=groups, attn_page_per_token_layer=per_layer_bpt,
-                        inflight_tokens=inflight)
+                        inflight_tokens=inflight, quantized_layers=quantized)
     # Grouped (hybrid or mixed attention): equal-size groups, padding layers added.
     counts = sorted(kinds.values())
     lo, hi = counts[0], counts[-1]
@@ -413,7 +425,52 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                     groups=tuple(groups), attn_page_per_token_layer=per_layer_bpt,
                     mamba_page_bytes=mamba_page, mamba_padding_pct=pad_pct,
                     block_size_enlarged=enlarged, padding_layers=padding,
-                    inflight_tokens=inflight, attention_free=n_attn == 0 and not has_mamba)
+                    inflight_tokens=inflight, attention_free=n_attn == 0 and not has_mamba,
+                    quantized_layers=quantized)
+
+
+def _mark_skipped(spec: ModelSpec, layer_range: tuple[int, int], runs,
+                  skip: frozenset[int]) -> list[tuple[AttentionSpec, int, bool]]:
+    """`runs` as (spec, layers, kept at the model dtype): the skipped layers of the range
+    split off their spec's run (a drafter's layers, after the range's, are never skipped)."""
+    if not skip:
+        return [(a, n, False) for a, n in runs]
+    start, end = layer_range
+    held: dict = {}
+    for i in skip:
+        if start <= i < end:
+            a = spec.layers[i].attention
+            held[a] = held.get(a, 0) + 1
+    out = []
+    for a, n in runs:
+        k = min(held.pop(a, 0), n)
+        if n - k:
+            out.append((a, n - k, False))
+        if k:
+            out.append((a, k, True))
+    return out
+
+
+def _attn_bpt(a: AttentionSpec, tp: int, kv_bytes: float, kv_name: str) -> int:
+    """One layer's KV bytes per token on a rank: packed formats by their slot, others by
+    element width."""
+    if a.kind in _ATTN and a.kind != MLA and (kv_name in TURBOQUANT or kv_name in PER_TOKEN_HEAD):
+        d = a.head_dim or 0
+        v = a.v_head_dim if a.v_head_dim is not None else d
+        return max(1, (a.num_kv_heads or 0) // tp) * packed_head_bytes(kv_name, d, v)
+    return a.kv_bytes_per_token(tp, kv_bytes)
+
+
+def _skip_aligned_block(spec: ModelSpec, tp: int, block: int, kv_bytes: float, kv_name: str,
+                        model_bytes: int) -> int:
+    """0.25+: the block size when skipped layers share the pool with quantized ones; vLLM
+    sizes the quantized page as a plain `FullAttentionSpec` of the cache dtype (TurboQuant:
+    1-byte elements, its packing unseen there)."""
+    heads = max(1, (spec.num_kv_heads or 0) // tp)
+    d = spec.head_dim or 0
+    packed = None if kv_name in TURBOQUANT else packed_head_bytes(kv_name, d, d)
+    primary = heads * packed if packed else int(heads * 2 * d * kv_bytes)
+    return aligned_block_size(block, heads * 2 * d * model_bytes, primary)
 
 
 def _unified_block_size(b: int, page_bpt: int, bpt: int) -> int | None:

@@ -17,6 +17,7 @@ from ._frozen import maker, replacer
 from .effective import DEFAULT, DERIVED, USER
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
+from .kv_quant import TURBOQUANT, skip_layers
 from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
                           mamba_cache_mode, mm_encoder_off, model_runner_v2, sampler_copies,
@@ -199,6 +200,19 @@ class PlanReport:
         return (f"--limit-mm-per-prompt ({limits}) turns off every input of the encoder "
                 f"({inputs}): not profiled, and {loaded}.")
 
+    def _kv_quant_note(self) -> str | None:
+        """The layers a quantized KV cache keeps at the model dtype (detail only)."""
+        skip = skip_layers(self.spec, self.s, self.rules, self.kv_name)
+        if not skip:
+            return None
+        shown = ", ".join(str(i) for i in sorted(skip)[:12]) + (", …" if len(skip) > 12 else "")
+        why = (" (TurboQuant keeps the first and last two)" if self.kv_name in TURBOQUANT
+               else "")
+        return (f"KV cache {self.kv_name}: layer{'s' if len(skip) > 1 else ''} {shown} keep the "
+                f"model dtype{why}; all layers share one block pool"
+                + (" and the block size covers the larger page" if self.rules.kv_skip_align
+                   else "") + ".")
+
     def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
         st = min(self.stages, key=lambda x: x.kv)
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
@@ -222,6 +236,9 @@ class PlanReport:
             out.append(mm_note)
         if self.s.limit_mm_per_prompt is not None:
             out.append(self._mm_limits_note())
+        kvq = self._kv_quant_note()
+        if kvq:
+            out.append(kvq)
         if self.s.kv_offloading_size:
             where = ("one file in /dev/shm" if self.rules.kv_offload_in_shm else "pinned memory")
             out.append(f"KV offloading (--kv-offloading-size {self.s.kv_offloading_size:g}): host "

@@ -25,6 +25,7 @@ from .effective import DERIVED
 from .effective import Eff as _Eff
 from .effective import resolve_settings as _resolve_settings
 from .gpu import GpuSpec
+from .kv_quant import check_kv_dtype
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
@@ -178,6 +179,9 @@ def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: s
     return walk.run(), walk.detailed
 
 
+_PLAIN_KV = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"})
+
+
 def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
           hooks, env, detail, cuda_ordinal=0) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
@@ -188,6 +192,8 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     check_backend_block_size(spec, settings, rules, gpu)
     if spec.draft is not None:
         check_draft(spec, settings, rules)
+    if settings.kv_cache_dtype not in _PLAIN_KV:
+        check_kv_dtype(spec, settings, rules)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder

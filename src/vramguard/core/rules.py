@@ -223,6 +223,16 @@ class VllmRules:
     # encoder is not profiled; 0.8.3 keeps the multimodal data (warning only)
     v0_mm_dropped_when_long: bool = False
     kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
+    # quantized KV formats beyond fp8 (core/kv_quant.py; config/cache.py `CacheDType`): the
+    # names this release accepts; TurboQuant on hybrid models "refused" (0.20) | "unprotected"
+    # (0.21+: no boundary layers); 0.20's per-layer TurboQuant decode buffers; nvfp4
+    # "unusable" (0.20: the FlashInfer builder raises) | "buffer" (0.21+: an FP8 output buffer
+    # per layer); 0.25+ aligns the block size when skipped layers share the pool
+    kv_quant_dtypes: frozenset[str] = frozenset()
+    tq_hybrid: str = "refused"
+    tq_layer_buffers: bool = False
+    nvfp4_kv: str = "unusable"
+    kv_skip_align: bool = False
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
     # ---- max_model_len derivation (§7) ----
     rope_yarn_excluded: bool = False         # 0.30+: yarn not multiplied

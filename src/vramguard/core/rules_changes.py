@@ -19,6 +19,11 @@ _ENC_DATA_011 = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe",
                            "step3_vl", "dots_ocr"})
 _ENC_DATA_017 = _ENC_DATA_011 | {"qwen3_5", "qwen3_5_moe", "kimi_k25"}
 
+_KVQ_020 = frozenset({"turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
+                      "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head", "nvfp4"})
+_KVQ_025 = _KVQ_020 | {"int4_per_token_head"}
+_KVQ_028 = _KVQ_025 | {"nvfp4_4over6"}
+
 # (version, engines, changes, why). "both" applies to v0 and v1 rows alike.
 CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
@@ -235,6 +240,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
+    ("0.20.0", "v1", {"kv_quant_dtypes": _KVQ_020, "tq_layer_buffers": True},
+     "TurboQuant, per-token-head int8/fp8 and nvfp4 KV caches (config/cache.py CacheDType); "
+     "TurboQuant layers register decode buffers at init (attention.py)"),
     ("0.20.0", "v1", {"kv_offload_in_shm": True},
      "native KV offloading: one /dev/shm mmap file of --kv-offloading-size for all TP ranks "
      "('Insufficient space in /dev/shm' otherwise; v1/kv_offload/cpu/shared_offload_region.py)"),
@@ -242,6 +250,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "NemotronH's default SSM dtype float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
                       "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
+    ("0.21.0", "v1", {"tq_hybrid": "unprotected", "tq_layer_buffers": False,
+                      "nvfp4_kv": "buffer"},
+     "TurboQuant: hybrids without boundary layers, buffers in the shared workspace; nvfp4 "
+     "usable, an FP8 output buffer per FlashInfer layer (flashinfer.py)"),
     ("0.21.0", "v1", {"block_size_16": "none"},
      "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
     ("0.21.0", "v1", {"dcp_log": None},
@@ -263,6 +275,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
         "LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
         "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
      "Model Runner V2 by default for six architectures, MoE and quantized too (config/vllm.py)"),
+    ("0.25.0", "v1", {"kv_quant_dtypes": _KVQ_025, "kv_skip_align": True},
+     "int4_per_token_head; skipped layers align the block size "
+     "(platforms/interface.py _align_heterogeneous_kv_block_size)"),
     ("0.25.0", "v1", {"model_runner_v2": "dense", "v2_archs": frozenset({
         "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
      "Model Runner V2 default for dense models and three MoE architectures (PR 44443)"),
@@ -281,6 +296,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "DCP's GQA/MQA checks raise ValueErrors with new words (config/model.py)"),
     ("0.27.0", "v1", {"csa_grouping": "packed"},
      "DeepSeek-V4: sliding pages no longer padded; unweighted concurrency (kv_cache_utils.py)"),
+    ("0.28.0", "v1", {"kv_quant_dtypes": _KVQ_028}, "nvfp4_4over6 (config/cache.py)"),
     ("0.28.0", "v1", {"log_weights_v2": None}, "V2 prints 'GiB memory' like V1"),
     ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),
     ("0.28.0", "v1", {"hybrid_prefix_caching_default": True},
@@ -296,6 +312,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "without compilation mode 3: PIECEWISE -> NONE, FULL_AND_PIECEWISE -> FULL_DECODE_ONLY "
      "(config/vllm.py _normalize_piecewise_cudagraph_mode)"),
     ("0.30.0", "v1", {"log_capacity": "device_line", "rope_yarn_excluded": True}, "§1b, §7"),
+    ("0.30.0", "v1", {"kv_quant_dtypes": _KVQ_028 | {"nvfp4_ds_mla"}},
+     "nvfp4_ds_mla for sparse MLA (config/cache.py)"),
     ("0.30.0", "v1", {"csa_auto_kv_ok": True},
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
     ("0.32.0", "v1", {"mamba_mode_choices": ("align", "none")},

@@ -25,6 +25,8 @@ class Settings:
     dtype: str = "auto"
     quantization: str | None = None
     kv_cache_dtype: str = "auto"
+    # --kv-cache-dtype-skip-layers (0.20+): layer indices ("0", "31") or "sliding_window"
+    kv_cache_dtype_skip_layers: tuple[str, ...] | None = None
     block_size: int | None = None
     enforce_eager: bool = False
     kv_cache_memory_bytes: int | None = None

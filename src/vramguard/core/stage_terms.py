@@ -15,6 +15,7 @@ from . import activation as act
 from . import kv as kvm
 from .calibration import Calibration
 from .gpu import GpuSpec
+from .kv_quant import init_buffer_bytes
 from .model import MAMBA, NONE, ModelSpec
 from .provenance import Estimate, Source
 from .rules import VllmRules
@@ -64,6 +65,13 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     state = act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model else 0
     out = []
     for r, rng, w_est, n_est, shape, mamba_slot in fixed:
+        kvq = (init_buffer_bytes(spec, s, rules, kv_name, shape.quantized_layers, tokens, seqs)
+               if rules.kv_quant_dtypes and shape.quantized_layers else 0)
+        if kvq:
+            # NOTE: the KV format's per-layer buffers, registered at model init
+            w_est = Estimate(w_est.value_bytes + kvq, w_est.low_bytes + kvq,
+                             w_est.high_bytes + kvq, w_est.source,
+                             w_est.note + f" + {kv_name} KV buffers of the attention layers")
         if state and r == pp - 1:
             n_est = Estimate(n_est.value_bytes + state, n_est.low_bytes + state,
                              n_est.high_bytes + state, n_est.source,

@@ -195,7 +195,7 @@ def _kv_lines(plan: Plan, st: _Style) -> list[str]:
 
 _KEY_SETTINGS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
                  "max_model_len", "max_num_seqs", "max_num_batched_tokens", "dtype",
-                 "kv_cache_dtype", "block_size", "enforce_eager", "quantization",
+                 "kv_cache_dtype", "kv_cache_dtype_skip_layers", "block_size", "enforce_eager", "quantization",
                  "kv_cache_memory_bytes", "num_gpu_blocks_override", "mamba_cache_mode",
                  "mamba_cache_dtype", "mamba_ssm_cache_dtype",
                  "cudagraph_mode", "optimization_level", "compilation_mode",

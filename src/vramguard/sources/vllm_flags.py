@@ -11,12 +11,17 @@ POS_INT, HUMAN_INT, FLOAT_FRAC, FLOAT_NONNEG, CHOICE, STR, BOOL, TRIBOOL, JSON, 
     "pos_int", "human_int", "frac", "float>=0", "choice", "str", "bool", "tribool", "json",
     "max_model_len")
 COMPILE, INT_LIST = "compile", "int_list"      # sources/vllm_compile.py
+STR_LIST = "str_list"                            # nargs="+" strings
 MM_LIMITS = "mm_limits"                          # sources/vllm_values.py mm_limits
 
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")     # by release: core/validation.py
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "half", "float32", "fp8", "fp8_e4m3",
-                   "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4", "int8")
+                   "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4", "int8",
+                   # 0.20+ (which release accepts which: core/kv_quant.py, by version)
+                   "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
+                   "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head",
+                   "int4_per_token_head", "nvfp4_4over6", "nvfp4_ds_mla")
 # Quantization methods across vLLM versions; an unlisted method is accepted with a note
 # (plugins register their own), only the shape of the value is checked.
 QUANT_METHODS = (
@@ -91,6 +96,7 @@ FLAGS: dict[str, Flag] = {
     "--max-cudagraph-capture-size": Flag("max_cudagraph_capture_size", POS_INT, 1, 1 << 20),
     "--cudagraph-capture-sizes": Flag("cudagraph_capture_sizes", INT_LIST),
     "--cuda-graph-sizes": Flag("cuda_graph_sizes", INT_LIST),           # vLLM 0.9-0.12
+    "--kv-cache-dtype-skip-layers": Flag("kv_cache_dtype_skip_layers", STR_LIST),  # 0.20+
     "--optimization-level": Flag("optimization_level", POS_INT, 0, 3),  # -O N from 0.12
     "--compilation-config": Flag("compilation_mode", COMPILE),           # and -O JSON (<= 0.12)
     "--performance-mode": Flag("performance_mode", CHOICE,               # vLLM 0.17+
@@ -191,7 +197,7 @@ IGNORED_MULTI = frozenset("""
 --allowed-origins --allowed-methods --allowed-headers --lora-modules --prompt-adapters
 --middleware --served-model-name
 --allowed-media-domains --logits-processors --collect-detailed-traces --ignore-patterns
---tool-server --api-key --lora-target-modules --device-ids --kv-cache-dtype-skip-layers
+--tool-server --api-key --lora-target-modules --device-ids
 """.split())
 # vLLM flags that DO change startup memory but that vramguard does not model yet: accepted,
 # and the plan says so in its assumptions (value-taking; switches are in UNMODELED_BOOL).
@@ -200,7 +206,7 @@ UNMODELED_VALUE = frozenset("""
 --max-context-len-to-capture
 --mamba-block-size --mamba-config
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
---offload-params --offload-prefetch-step --kv-cache-dtype-skip-layers
+--offload-params --offload-prefetch-step
 --max-num-scheduled-tokens --prefill-context-parallel-size
 --lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors
 --speculative-model-quantization --speculative-max-model-len --ngram-prompt-lookup-max

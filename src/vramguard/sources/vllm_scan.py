@@ -16,6 +16,7 @@ from ..errors import UsageError
 from . import vllm_compile
 from .vllm_flags import (
     ALIASES, BOOL, COMPILE, FLAGS, IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE, INT_LIST,
+    STR_LIST,
     NEGATIONS, TRIBOOL, UNMODELED_BOOL, UNMODELED_VALUE, CONFIG_OVERRIDE_FLAGS)  # noqa: I001
 from .vllm_values import convert_value
 
@@ -192,14 +193,15 @@ class _Scan:
             value, i = self._take_value(name, eq, inline, tokens, i)
             self._compile_key(flag, dotted, value)
             return i
-        if spec.kind == INT_LIST and not eq:
+        if spec.kind in (INT_LIST, STR_LIST) and not eq:
             # NOTE: nargs="+": every value up to the next flag
             j = i
             while j < len(tokens) and not _looks_like_flag(tokens[j]):
                 j += 1
             if j == i:
-                raise UsageError("expected one or more batch sizes after it", where=name,
-                                 fix=f"Write {name} 1 2 4 8.")
+                example = "1 2 4 8" if spec.kind == INT_LIST else "0 1 31"
+                raise UsageError("expected one or more values after it", where=name,
+                                 fix=f"Write {name} {example}.")
             self.apply(flag, " ".join(tokens[i:j]))
             return j
         if flag == "--limit-mm-per-prompt" and dotted:

@@ -14,6 +14,7 @@ from ..errors import UsageError
 from . import vllm_compile
 from .vllm_flags import (
     BOOL, CHOICE, COMPILE, FLAGS, FLOAT_FRAC, FLOAT_NONNEG, HUMAN_INT, INT_LIST, JSON, MAXLEN,
+    STR_LIST,
     MM_LIMITS, POS_INT, QUANT_METHODS, TRIBOOL, Flag as _Flag)
 
 _HUMAN_RE = re.compile(r"(\d+(?:\.\d+)?)([kmgtKMGT]?)")
@@ -228,6 +229,8 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
         if isinstance(value, str) and value.strip() in ("None", ""):
             return {spec.field: None}
         return {spec.field: vllm_compile.int_list(flag, value)}
+    if kind == STR_LIST:
+        return {spec.field: skip_layer_list(flag, value)}
     if kind == COMPILE:
         changes, other = vllm_compile.compilation_config(flag, value)
         if other and notes is not None:
@@ -249,3 +252,16 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
     if not text:
         raise _bad(flag, value, "a non-empty value")
     return {spec.field: text}
+
+
+def skip_layer_list(flag: str, value) -> tuple[str, ...] | None:
+    """--kv-cache-dtype-skip-layers: layer indices or attention types, as vLLM's list[str]
+    (space-separated on the command line, a list in --config YAML)."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split()
+    out = tuple(str(v).strip() for v in items if str(v).strip())
+    if not out or out == ("None",):
+        return None
+    for item in out:
+        if not (item.isdigit() or re.fullmatch(r"[a-z_]+", item)):
+            raise _bad(flag, value, "layer indices such as 0 1 31, or sliding_window")
+    return out
