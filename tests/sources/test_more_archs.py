@@ -97,3 +97,31 @@ def test_falcon_h1_plan_has_both_caches_per_layer():
 def test_falcon_h1_auto_head_dim():
     cfg = dict(FALCON_H1_7B, mamba_d_head="auto")
     assert spec_from_config(cfg, name="x").layers[0].attention.mamba.ssm_shape == (24, 128, 256)
+
+
+# LiquidAI/LFM2-1.2B config.json
+LFM2_12B = {
+    "architectures": ["Lfm2ForCausalLM"], "block_auto_adjust_ff_dim": True, "block_dim": 2048,
+    "block_ff_dim": 12288, "block_ffn_dim_multiplier": 1.0, "block_multiple_of": 256,
+    "conv_L_cache": 3, "conv_bias": False, "conv_dim": 2048, "conv_dim_out": 2048,
+    "full_attn_idxs": [2, 5, 8, 10, 12, 14], "hidden_size": 2048,
+    "max_position_embeddings": 128000, "model_type": "lfm2", "norm_eps": 1e-05,
+    "num_attention_heads": 32, "num_heads": 32, "num_hidden_layers": 16,
+    "num_key_value_heads": 8, "rope_theta": 1000000.0, "torch_dtype": "bfloat16",
+    "vocab_size": 65536}
+
+
+def test_lfm2_short_conv_layers_by_hand():
+    s = spec_from_config(dict(LFM2_12B), name="LiquidAI/LFM2-1.2B")
+    h, d = 2048, 64
+    ff = 8192                         # int(2 x 12288 / 3) = 8192, x 1.0, a multiple of 256
+    mlp = 3 * h * ff
+    attn = h * 32 * d + 2 * h * 8 * d + 32 * d * h + 2 * h + 2 * d
+    conv = h * 3 + 3 * h * h + h * h + 2 * h
+    assert s.num_params() == 65536 * h + 6 * (attn + mlp) + 10 * (conv + mlp) + h
+    assert s.num_params() == 1_170_340_608            # tied embeddings (Lfm2Config default)
+    kinds = [l.attention.kind for l in s.layers]
+    assert kinds.count(FULL) == 6 and kinds[2] == FULL and s.is_hybrid
+    assert s.kv_bytes_per_token() == 6 * 2 * 8 * d * 2
+    st = s.layers[0].attention.mamba
+    assert st.kind == "short_conv" and st.conv_shape == (2048, 2) and st.ssm_shape == ()

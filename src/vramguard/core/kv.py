@@ -186,7 +186,7 @@ def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) ->
 
 
 # recurrent states whose conv state keeps `kernel - 1 + num_speculative_tokens` columns (§4.2)
-_CONV_GROWS_WITH_SPEC = ("mamba2", "gdn")
+_CONV_GROWS_WITH_SPEC = ("mamba2", "gdn", "short_conv")
 
 
 def mamba_page_bytes(state: MambaState, tp: int, dtype_bytes: tuple[int, int],

@@ -42,7 +42,7 @@ KNOWN_GENERIC = {
 GPT2_TYPES = {"gpt2", "gpt_bigcode", "bloom"}
 # model types whose transformers config defaults tie_word_embeddings to True
 TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma4_text", "opt", "gpt2", "gpt_bigcode",
-                   "bloom", "cohere", "cohere2"}
+                   "bloom", "cohere", "cohere2", "lfm2"}
 MAMBA_ONLY_TYPES = {"mamba", "falcon_mamba"}
 DECI_TYPES = {"nemotron-nas", "deci", "decilm"}
 
@@ -319,6 +319,8 @@ def _family(t: Fields, mt: str, top_type: str) -> str:
         return "decilm"
     if mt in LINEAR_ATTN_TYPES:
         return "linear"
+    if mt == "lfm2":
+        return "lfm2"
     if mt in ENCODER_TYPES:
         return "encoder"
     if mt in ("qwen", "chatglm", "opt", "phi"):
@@ -341,7 +343,7 @@ def _build_gpt2(a: Arch) -> Body:
 _BUILDERS = {
     "mla": families.build_mla, "deepseek_v4": families.build_deepseek_v4,
     "gdn": families.build_gdn, "mamba": families.build_mamba_hybrid,
-    "linear": families.build_minimax_linear, "mamba_only": families.build_mamba_only,
+    "linear": families.build_minimax_linear, "lfm2": families.build_lfm2, "mamba_only": families.build_mamba_only,
     "decilm": families.build_decilm, "encoder": families.build_encoder,
     "opt": families.build_opt, "gpt2": _build_gpt2,
     "qwen": lambda a: families.build_simple(a, qkv_bias=True, o_bias=False, mlp_bias=False,

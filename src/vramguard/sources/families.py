@@ -197,6 +197,51 @@ def _falcon_h1(a: Arch) -> Body:
     return standard_body(a, layers)
 
 
+def build_lfm2(a: Arch) -> Body:
+    """LFM2: short-convolution layers (a per-request conv state of conv_dim x (L_cache - 1))
+    and a few GQA attention layers with q/k norms, each with a SwiGLU MLP whose width vLLM's
+    Lfm2MLP adjusts (2/3, the multiplier, rounded up to `block_multiple_of`)."""
+    t, h, n = a.t, a.hidden, a.num_layers
+    types = t.str_list("layer_types")
+    if types is None:
+        idx = set(t.int_list("full_attn_idxs", lo=0, hi=LIMITS["layers"]) or [])
+        types = ["full_attention" if i in idx else "conv" for i in range(n)]
+    dim = t.int("conv_dim", default=h, hi=LIMITS["hidden"])
+    k = t.int("conv_L_cache", default=3, hi=1024)
+    bias = t.bool("conv_bias")
+    # conv (dim x L_cache), in_proj (3 x dim), out_proj; a bias on each when conv_bias
+    conv_params = dim * k + 3 * dim * h + dim * dim + (5 * dim if bias else 0)
+    state = MambaState(kind="short_conv", conv_shape=(dim, k - 1), ssm_shape=())
+    ff = _lfm2_ff_dim(a)
+    layers = []
+    for i in range(n):
+        if i < len(types) and types[i] == "full_attention":
+            p = attn_params(h, a.heads, a.kv_heads, a.head_dim)
+            p["norms"] = 2 * h + 2 * a.head_dim
+            att = attention_spec(FULL, a.kv_heads, a.head_dim, a)
+        else:
+            p = {"mixer": conv_params, "norms": 2 * h}
+            att = AttentionSpec(kind=MAMBA, mamba=state)
+        p["mlp"] = mlp_params(h, ff)
+        layers.append(LayerSpec(att, LayerParams(**p)))
+    return standard_body(a, layers)
+
+
+def _lfm2_ff_dim(a: Arch) -> int:
+    t = a.t
+    ff = t.opt_int("block_ff_dim", hi=LIMITS["intermediate"]) or a.intermediate
+    if not ff:
+        raise t.error("missing block_ff_dim (or intermediate_size)")
+    if t.bool("block_auto_adjust_ff_dim"):
+        ff = int(2 * ff / 3)
+        mult = t.float("block_ffn_dim_multiplier")
+        if mult is not None:
+            ff = int(mult * ff)
+        m = t.int("block_multiple_of", default=256, hi=LIMITS["intermediate"])
+        ff = m * ((ff + m - 1) // m)
+    return ff
+
+
 def _jamba(a: Arch, moe) -> Body:
     t, h = a.t, a.hidden
     period = t.int("attn_layer_period", default=8, hi=LIMITS["layers"])
