@@ -76,7 +76,7 @@ def vllm_command(opts: Options):
                          fix="With `--`, put every vLLM flag in the pasted command")
     cmd = launch_command(opts, OWN_VALUE + OWN_BOOL)
     if not cmd.model:
-        raise UsageError("no model given", where="vramguard check",
+        raise UsageError("no model given", where="MODEL",
                          fix="Write `vramguard check MODEL [flags]` or "
                              "`vramguard check -- vllm serve MODEL ...`")
     return cmd
@@ -91,8 +91,9 @@ def _gib_option(opts: Options, name: str, default: float) -> int:
         x = float(text)
     except ValueError:
         x = float("nan")
-    if not (x >= 0) or x == float("inf"):
-        raise UsageError(f"invalid value {text!r}", where=name, fix="Expected GiB >= 0, e.g. 1.5")
+    if not (0 <= x <= 1 << 20):          # NOTE: NaN, inf and beyond 1 PiB
+        raise UsageError(f"invalid value {text!r}", where=name,
+                         fix="Expected GiB between 0 and 1048576, e.g. 1.5")
     return int(x * (1 << 30))
 
 

@@ -92,7 +92,7 @@ def _command(opts: _Options):
     from ..errors import UsageError
     from ._options import launch_command
     if opts.pasted == []:
-        raise UsageError("nothing after `--`", where="vramguard plan",
+        raise UsageError("nothing after `--`", where="--",
                          fix="Paste the launch command after `--`: "
                              "`vramguard plan -- vllm serve MODEL ...`.")
     # `vramguard plan vllm serve M ...` / `vramguard plan "VAR=1 vllm serve M ..."` work too
@@ -158,7 +158,7 @@ def make_plan(opts: _Options):
     from ..errors import UsageError
     cmd = _command(opts)
     if not cmd.model:
-        raise UsageError("no model given", where="vramguard plan",
+        raise UsageError("no model given", where="MODEL",
                          fix="Write `vramguard plan MODEL [flags]` or paste "
                              "`vramguard plan -- vllm serve MODEL ...`.")
     engine = opts.engine or cmd.engine_hint

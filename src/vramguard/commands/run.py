@@ -139,7 +139,7 @@ def main(argv: list[str]) -> int:
         print(HELP, end="")
         return 0
     if not opts.pasted:
-        raise UsageError("no vLLM command given", where="vramguard run",
+        raise UsageError("no vLLM command given", where="the command",
                          fix="Write `vramguard run [options] -- vllm serve MODEL ...`")
     pasted = opts.pasted
     if len(pasted) == 1 and pasted[0].split() != pasted:     # one quoted command line
@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
         pasted = split_command_line(pasted[0])
     env_words, command = split_env(pasted)
     if not command:
-        raise UsageError("the command after `--` is only VAR=value words", where="vramguard run",
+        raise UsageError("the command after `--` is only VAR=value words", where="the command",
                          fix="Write `vramguard run -- vllm serve MODEL ...`")
     force = opts.on("--force")
     try:
@@ -184,16 +184,16 @@ def _exec(command: list[str], env_words: dict[str, str]) -> int:
     try:
         os.execvpe(command[0], command, env)
     except FileNotFoundError:
-        raise UsageError(f"command not found: {command[0]!r}", where="vramguard run",
+        raise UsageError(f"command not found: {command[0]!r}", where="the command",
                          fix="Check that vLLM is installed and on PATH (or give its full path)"
                          ) from None
     except PermissionError:
         raise UsageError(f"cannot execute {command[0]!r}: permission denied",
-                         where="vramguard run") from None
+                         where="the command") from None
     except OSError as exc:      # NOTE: e.g. not a program (ENOEXEC), a name too long
         name = command[0] if len(command[0]) <= 200 else command[0][:200] + "..."
         raise UsageError(f"cannot execute {name!r}: {exc.strerror or exc}",
-                         where="vramguard run",
+                         where="the command",
                          fix="Check that the command is vLLM's program, or give its full path"
                          ) from None
     return 127   # not reached: exec replaced the process

@@ -160,7 +160,7 @@ def make_request(opts: Options):
     from ._options import number
     cmd = _command(opts)
     if not cmd.model:
-        raise UsageError("no model given", where="vramguard tune",
+        raise UsageError("no model given", where="MODEL",
                          fix="Write `vramguard tune MODEL --gpu NAME [flags]`.")
     engine = opts.engine or cmd.engine_hint
     if engine is not None and engine.lower() not in ("v0", "v1"):

@@ -290,7 +290,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
     raw = (text or "").strip().lstrip("vV")
     parts: list[int] = []
     for piece in raw.replace("-", ".").replace("+", ".").split("."):
-        if not piece.isdigit():
+        if not (piece.isascii() and piece.isdigit() and len(piece) <= 6):
             break
         parts.append(int(piece))
         if len(parts) == 3:

@@ -63,10 +63,12 @@ class Diagnosis:
 # ---- the context every fix needs -------------------------------------------------------
 
 def _num(value) -> float | None:
+    """A finite number of a plausible size, else None (a log is untrusted input)."""
     try:
-        return float(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
+        x = float(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return x if x is not None and math.isfinite(x) and abs(x) < 1e15 else None
 
 
 @dataclass(frozen=True)
@@ -324,7 +326,7 @@ def _weights_oom(c: _Ctx, err: LogError | None):
     else:
         cause = "The weights don't fit in this GPU's memory (out of memory while loading them)."
     if o and o.other_processes_gib:
-        cause += f" Other processes hold {_g(sum(o.other_processes_gib))} GiB."
+        cause += f" Other processes hold {_g(sum(x for x in o.other_processes_gib if x))} GiB."
     fixes = [Fix("split the weights over more GPUs", {"--tensor-parallel-size": str(c.tp * 2)}),
              Fix("load them quantized (FP8 on Ada/Hopper or newer; or a GPTQ/AWQ checkpoint)",
                  {"--quantization": "fp8"})]

@@ -36,8 +36,14 @@ class Learned:
     notes: tuple[str, ...] = ()
 
 
+# NOTE: more than this per GPU is a corrupt log line, not a measurement (1 PiB)
+_MAX_GIB = float(1 << 20)
+
+
 def _b(gib: float | None) -> int | None:
-    return int(round(gib * GIB)) if gib is not None else None
+    if gib is None or not -_MAX_GIB < gib < _MAX_GIB:
+        return None
+    return int(round(gib * GIB))
 
 
 def model_family(ex: Extracted, spec=None, override: str | None = None) -> str | None:

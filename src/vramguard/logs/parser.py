@@ -43,6 +43,19 @@ _WRAPPABLE = (
     ("Maximum concurrency for", re.compile(r"\d\s*x")),
 )
 
+_ABSURD_NUMBER = re.compile(r"\d{21,}")
+# NOTE: values read from dicts a log prints (`non-default args: {...}`) can be of any type
+_STR_FIELDS = frozenset({"model", "version", "engine", "architecture"})
+_INT_FIELDS = frozenset({"max_model_len", "block_size"})
+
+
+def _plausible(name: str, value) -> bool:
+    if name in _STR_FIELDS:
+        return isinstance(value, str)
+    if name in _INT_FIELDS:
+        return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**15
+    return True
+
 
 class LogParser(LineHandlers):
     """Accumulates one log. `feed(line) -> bool`; `result(stats) -> Extracted`."""
@@ -69,7 +82,7 @@ class LogParser(LineHandlers):
         self.frame: tuple[str, str] | None = None   # (function, phase) of a traceback frame
 
     def _set(self, name: str, value, mode: str = "first") -> None:
-        if value is None:
+        if value is None or not _plausible(name, value):
             return
         self._touched = True
         old = self.v.get(name)
@@ -162,6 +175,8 @@ class LogParser(LineHandlers):
     def _handle(self, msg: str) -> None:
         self._touched = False
         self._line_errors = len(self.errors)
+        if _ABSURD_NUMBER.search(msg):
+            return          # NOTE: no vLLM quantity has 21+ digits: a corrupt line, not data
         if _is_stats(msg):
             self._stats(msg)
         else:

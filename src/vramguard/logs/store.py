@@ -179,7 +179,7 @@ class Store:
     def add(self, row: dict) -> tuple[int, bool]:
         """Insert (or refresh, same digest) one startup. Returns (id, was_new)."""
         import sqlite3
-        row = dict(row)
+        row = {k: _text(v) for k, v in dict(row).items()}
         row["flags"] = json.dumps(row.get("flags") or {}, sort_keys=True, default=str)
         row["notes"] = json.dumps(list(row.get("notes") or ()))
         row.setdefault("seen_at", time.time())
@@ -206,25 +206,43 @@ class Store:
         sql = f"SELECT {', '.join(_COLUMNS)} FROM startups ORDER BY seen_at DESC, id DESC"
         if limit:
             sql += f" LIMIT {min(int(limit), _SQLITE_INT_MAX)}"
-        return [_row(r) for r in self.db.execute(sql)]
+        return self._rows(sql, ())
+
+    def _rows(self, sql: str, params: tuple) -> list[Startup]:
+        """The rows of a query, or MonitorError when the file is not a store of this schema
+        (another program's database, a hand-edited row)."""
+        import sqlite3
+        try:
+            return [_row(r) for r in self.db.execute(sql, params)]
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            raise MonitorError(f"not a vramguard calibration store ({exc})", where=str(self.path),
+                               fix="Pass the store `vramguard calibrate` wrote, or a new --db "
+                                   "path") from None
 
     def get(self, startup_id: int) -> Startup | None:
         """The startup with this id, or None."""
         if abs(int(startup_id)) > _SQLITE_INT_MAX:
             return None
-        r = self.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM startups WHERE id = ?",
-                            (int(startup_id),)).fetchone()
-        return _row(r) if r else None
+        rows = self._rows(f"SELECT {', '.join(_COLUMNS)} FROM startups WHERE id = ?",
+                          (int(startup_id),))
+        return rows[0] if rows else None
 
     def matching(self, key: CalibrationKey) -> list[Startup]:
         """Startups with this key that have learned terms, newest first."""
-        rows = self.db.execute(
+        return self._rows(
             f"SELECT {', '.join(_COLUMNS)} FROM startups WHERE gpu = ? AND vllm_version = ? AND "
             "model_family = ? AND tp = ? AND pp = ? AND activation_bytes IS NOT NULL "
             "ORDER BY seen_at DESC, id DESC",
             (key.gpu_name, key.vllm_version, key.model_family, key.tensor_parallel_size,
              key.pipeline_parallel_size))
-        return [_row(r) for r in rows]
+
+
+def _text(value):
+    """A string SQLite can store: undecodable bytes of a file name or argument (Python's
+    surrogate escapes) become U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return value
 
 
 def _row(r) -> Startup:

@@ -22,6 +22,7 @@ The only module besides monitor/metrics.py that imports prometheus_client.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 import time
 from typing import Callable, Iterator, Sequence
@@ -181,11 +182,27 @@ def parse_listen(text: str, *, allow_remote: bool = False) -> tuple[str, int]:
     except ValueError:
         raise UsageError(f"cannot read {text!r}", where="--listen",
                          fix="Write HOST:PORT, e.g. 127.0.0.1:9400.") from None
+    if not _valid_host(host):
+        raise UsageError(f"{host!r} is not a host name or IP address", where="--listen",
+                         fix="Write HOST:PORT, e.g. 127.0.0.1:9400 or [::1]:9400.")
     if not allow_remote and not _is_loopback(host):
         raise UsageError(f"{host} is reachable from other machines", where="--listen",
                          fix="The exporter shows process names and GPU details: keep it on "
                              "127.0.0.1, or pass --allow-remote deliberately.")
     return host, port
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+
+
+def _valid_host(host: str) -> bool:
+    """An IP address, or a DNS name of ASCII labels (what getaddrinfo can look up)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    return 0 < len(host) <= 253 and all(_HOST_LABEL.fullmatch(p) for p in host.split("."))
 
 
 def _is_loopback(host: str) -> bool:
@@ -195,7 +212,7 @@ def _is_loopback(host: str) -> bool:
         pass
     try:
         infos = socket.getaddrinfo(host, None)
-    except OSError:
+    except (OSError, UnicodeError):
         return False
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 

@@ -270,22 +270,31 @@ def validate(config: StressConfig) -> None:
 # --- HTTP -------------------------------------------------------------------------------
 
 def _get_json(url: str, timeout_s: float) -> dict:
+    import http.client
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return json.loads(resp.read(4 << 20))
+            data = json.loads(resp.read(4 << 20))
     except urllib.error.HTTPError as exc:
         raise MonitorError(f"HTTP {exc.code} {exc.reason}", where=url,
                            fix="Is this a vLLM OpenAI-compatible server?") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except http.client.InvalidURL as exc:
+        raise UsageError(f"not a URL ({exc})", where="--url",
+                         fix="Give the server's address, e.g. http://127.0.0.1:8000") from None
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         raise MonitorError(f"cannot reach it ({getattr(exc, 'reason', exc)})", where=url,
                            fix="Is vLLM running and listening there?") from None
+    if not isinstance(data, dict):
+        raise MonitorError(f"the answer is JSON {type(data).__name__}, not an object", where=url,
+                           fix="Is this a vLLM OpenAI-compatible server?")
+    return data
 
 
 def server_info(root: str, model_name: str | None = None, timeout_s: float = 10.0) -> ServerInfo:
     """Read /v1/models and /metrics' cache_config_info. Raises MonitorError when unreachable."""
     from .metrics import scrape
 
-    models = _get_json(root + "/v1/models", timeout_s).get("data") or []
+    raw = _get_json(root + "/v1/models", timeout_s).get("data")
+    models = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
     if not models:
         raise MonitorError("no model served", where=root + "/v1/models")
     entry = next((m for m in models if m.get("id") == model_name), None)

@@ -16,6 +16,8 @@ def _default(obj):
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         to_dict = getattr(obj, "to_dict", None)
         return to_dict() if callable(to_dict) else dataclasses.asdict(obj)
+    if isinstance(obj, (bytes, complex)):
+        return repr(obj)            # NOTE: literals of a dict a log printed (diagnose --json)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
