@@ -51,7 +51,14 @@ def _dispatch(name: str, argv: list[str]) -> int:
     if hasattr(module, "main"):
         return int(module.main(argv) or 0)
     import argparse   # NOTE: only here: `main(argv)` commands (plan) skip its import cost
-    parser = argparse.ArgumentParser(prog=f"vramguard {name}", description=COMMANDS[name][1])
+
+    class OneLine(argparse.ArgumentParser):
+        """Bad options get one line (argparse prints the whole usage block first)."""
+
+        def error(self, message: str):
+            self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    parser = OneLine(prog=f"vramguard {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
     args = parser.parse_args(argv)
     return int(module.run(args) or 0)
