@@ -120,6 +120,11 @@ def test_dtype_by_release(version, dtype, needle):
         _kv(Settings(kv_cache_dtype=dtype, max_model_len=8192), version)
 
 
+def test_skip_layers_flag_before_020_is_vllms_unknown_argument():
+    with pytest.raises(UsageError, match="unrecognized arguments: --kv-cache-dtype-skip"):
+        _kv(Settings(kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=("0",)), "0.19.0")
+
+
 def test_refusals_in_vllms_words():
     mla = deepseek_v3_kv_only()
     with pytest.raises(UsageError, match=r"not supported with MLA .*\(e\.g\., 'fp8' or 'auto'\)"):

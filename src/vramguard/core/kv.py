@@ -356,7 +356,9 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         bpt = _attn_bpt(a, tp, mamba_bytes if full else kv_bytes,
                         "auto" if full else kv_dtype_name)
         quantized += 0 if full else n
-        if a.kind == MLA and kv_dtype_name in MLA_PACKED_BYTES:
+        if full:
+            pass            # NOTE: a skipped layer keeps the model dtype, unpacked
+        elif a.kind == MLA and kv_dtype_name in MLA_PACKED_BYTES:
             bpt = MLA_PACKED_BYTES[kv_dtype_name]
         elif kind == MLA and mla_align_elems:
             bpt = cdiv(bpt // kv_bytes, mla_align_elems) * mla_align_elems * kv_bytes

@@ -79,6 +79,10 @@ def aligned_block_size(block: int, skip_bpt: int, primary_bpt: int, kernel_min: 
 
 def check_kv_dtype(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     """vLLM's own refusals of these formats, in its words (UsageError)."""
+    if s.kv_cache_dtype_skip_layers and not rules.kv_quant_dtypes:
+        raise UsageError("unrecognized arguments: --kv-cache-dtype-skip-layers",
+                         where="--kv-cache-dtype-skip-layers",
+                         fix="The flag exists from vLLM 0.20")
     name = (s.kv_cache_dtype or "auto").lower()
     since = NEW_KV_DTYPES.get(name)
     if since is None:

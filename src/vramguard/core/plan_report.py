@@ -208,8 +208,9 @@ class PlanReport:
         shown = ", ".join(str(i) for i in sorted(skip)[:12]) + (", …" if len(skip) > 12 else "")
         why = (" (TurboQuant keeps the first and last two)" if self.kv_name in TURBOQUANT
                else "")
-        return (f"KV cache {self.kv_name}: layer{'s' if len(skip) > 1 else ''} {shown} keep the "
-                f"model dtype{why}; all layers share one block pool"
+        many = len(skip) > 1
+        return (f"KV cache {self.kv_name}: layer{'s' if many else ''} {shown} "
+                f"keep{'' if many else 's'} the model dtype{why}; all layers share one block pool"
                 + (" and the block size covers the larger page" if self.rules.kv_skip_align
                    else "") + ".")
 

@@ -192,7 +192,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     check_backend_block_size(spec, settings, rules, gpu)
     if spec.draft is not None:
         check_draft(spec, settings, rules)
-    if settings.kv_cache_dtype not in _PLAIN_KV:
+    if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:
         check_kv_dtype(spec, settings, rules)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
