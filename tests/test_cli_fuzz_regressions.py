@@ -68,3 +68,9 @@ def test_version_with_non_ascii_digits():
     from vramguard.core.rules import parse_version
     assert parse_version("0.1²") == (0, 0, 0)     # "1²" is not a number (int() refused it)
     assert parse_version("0.11." + "9" * 5000) == (0, 11, 0)
+
+
+def test_undecodable_argument_bytes_become_replacement_characters():
+    from vramguard.logs.store import utf8_text
+    assert utf8_text("t\udcff") == "t\ufffd" and utf8_text(None) is None and utf8_text(3) == 3
+    assert utf8_text("t\udcff").encode("utf-8") == b"t\xef\xbf\xbd"

@@ -78,11 +78,9 @@ def run(args) -> int:
     with History(args.db, readonly=True) as history:
         span = history.span()
         newest = span[1] if span else time.time()
-        # NOTE: undecodable bytes of the argument (surrogate escapes) cannot be written as UTF-8
-        title = (args.title.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-                 if args.title else args.title)
+        from ..logs.store import utf8_text
         data = build_report(history, newest - since, newest - until,
-                            max_points=args.max_points, title=title)
+                            max_points=args.max_points, title=utf8_text(args.title))
     if args.html:
         from ..render.report_html import render_html
         _write(args.html, render_html(data).encode("utf-8"), "--html")

@@ -179,7 +179,7 @@ class Store:
     def add(self, row: dict) -> tuple[int, bool]:
         """Insert (or refresh, same digest) one startup. Returns (id, was_new)."""
         import sqlite3
-        row = {k: _text(v) for k, v in dict(row).items()}
+        row = {k: utf8_text(v) for k, v in dict(row).items()}
         row["flags"] = json.dumps(row.get("flags") or {}, sort_keys=True, default=str)
         row["notes"] = json.dumps(list(row.get("notes") or ()))
         row.setdefault("seen_at", time.time())
@@ -237,9 +237,9 @@ class Store:
              key.pipeline_parallel_size))
 
 
-def _text(value):
-    """A string SQLite can store: undecodable bytes of a file name or argument (Python's
-    surrogate escapes) become U+FFFD."""
+def utf8_text(value):
+    """A string that encodes as UTF-8 (SQLite, an HTML page): undecodable bytes of a file name
+    or argument (Python's surrogate escapes) become U+FFFD; other values unchanged."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return value
