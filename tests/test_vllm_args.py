@@ -629,5 +629,6 @@ def test_kv_cache_dtype_skip_layers_takes_every_value_and_round_trips():
     assert again.kv_cache_dtype_skip_layers == ("0", "1", "sliding_window")
     assert settings_from_mapping({"kv_cache_dtype_skip_layers": [0, 31]}) \
         .kv_cache_dtype_skip_layers == ("0", "31")
-    with pytest.raises(UsageError, match="layer indices"):
-        parse_vllm_args(["m", "--kv-cache-dtype-skip-layers", "0,1"])
+    for bad in ("0,1", "1²"):
+        with pytest.raises(UsageError, match="layer indices"):
+            parse_vllm_args(["m", "--kv-cache-dtype-skip-layers", bad])

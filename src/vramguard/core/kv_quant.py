@@ -58,7 +58,7 @@ def skip_layers(spec: ModelSpec, s: Settings, rules: VllmRules, kv_name: str) ->
     for item in s.kv_cache_dtype_skip_layers or ():
         if item == "sliding_window":
             out.update(i for i, l in enumerate(spec.layers) if l.attention.kind == SLIDING)
-        elif item.isdigit():
+        elif item.isascii() and item.isdigit():     # NOTE: '²'.isdigit() is True too
             out.add(int(item))
     if kv_name in TURBOQUANT and not spec.is_hybrid:
         n = min(TQ_BOUNDARY_LAYERS, spec.num_layers // 2)

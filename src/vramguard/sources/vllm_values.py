@@ -262,6 +262,6 @@ def skip_layer_list(flag: str, value) -> tuple[str, ...] | None:
     if not out or out == ("None",):
         return None
     for item in out:
-        if not (item.isdigit() or re.fullmatch(r"[a-z_]+", item)):
+        if not re.fullmatch(r"[0-9]{1,6}|[a-z_]+", item):
             raise _bad(flag, value, "layer indices such as 0 1 31, or sliding_window")
     return out
