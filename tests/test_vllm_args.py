@@ -185,6 +185,29 @@ def test_ignored_flags_are_accepted():
     assert "host" not in cmd.settings.user_set
 
 
+def test_flags_of_releases_0_27_to_0_33_are_accepted():
+    """Flags added in vLLM 0.27-0.33 (read in the released arg_utils.py): the 0.31+ alias
+    --device-memory-utilization sets the utilization; the memory-relevant ones are noted,
+    the others accepted (a pasted 0.33 command line used to stop at 'unknown flag')."""
+    cmd = parse_vllm_args(["m", "--device-memory-utilization", "0.7", "--max-num-active-seqs",
+                           "32", "--use-replayssm", "--replayssm-buffer-len", "8",
+                           "--no-swa-bounded-replay", "--monokernel", "--log-level", "debug",
+                           "--sleep-preserve-parameter-names", "a", "b", "-tp", "2",
+                           "--enable-batch-sharded-sampling", "--watchdog-config", "{}"])
+    assert cmd.settings.gpu_memory_utilization == 0.7
+    assert "gpu_memory_utilization" in cmd.settings.user_set
+    assert cmd.settings.tensor_parallel_size == 2 and cmd.model == "m"
+    assert set(cmd.unmodeled) == {"--use-replayssm", "--replayssm-buffer-len",
+                                  "--no-swa-bounded-replay", "--enable-batch-sharded-sampling"}
+    assert {"--max-num-active-seqs", "--monokernel", "--log-level"} <= set(cmd.ignored)
+    with pytest.raises(UsageError, match="0 < value <= 1"):
+        parse_vllm_args(["m", "--device-memory-utilization", "1.5"])
+    from vramguard.sources.vllm_args import command_with
+    line = command_with(parse_vllm_command(["vllm", "serve", "m", "--device-memory-utilization",
+                                            "0.95"]), {"gpu_memory_utilization": 0.9})
+    assert line == "vllm serve m --gpu-memory-utilization 0.9"
+
+
 def test_unknown_quantization_is_a_note():
     cmd = parse_vllm_args(["m", "-q", "my_plugin_quant"])
     assert cmd.settings.quantization == "my_plugin_quant"

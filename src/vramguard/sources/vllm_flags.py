@@ -59,6 +59,8 @@ FLAGS: dict[str, Flag] = {
     "--data-parallel-size": Flag("data_parallel_size", POS_INT, 1, 65536),
     "--decode-context-parallel-size": Flag("decode_context_parallel_size", POS_INT, 1, 4096),
     "--gpu-memory-utilization": Flag("gpu_memory_utilization", FLOAT_FRAC, 0, 1),
+    # vLLM 0.31+: a device-neutral alias (the same `dest`, CacheConfig.device_memory_utilization)
+    "--device-memory-utilization": Flag("gpu_memory_utilization", FLOAT_FRAC, 0, 1),
     "--max-model-len": Flag("max_model_len", MAXLEN, 1),
     "--max-num-seqs": Flag("max_num_seqs", POS_INT, 1),
     "--max-num-batched-tokens": Flag("max_num_batched_tokens", HUMAN_INT, 1),
@@ -161,6 +163,13 @@ IGNORED_VALUE = frozenset("""
 --prefill-schedule-interval --prefix-match-unit --mamba-backend
 --moe-backend --linear-backend --gdn-prefill-backend --ir-op-priority --kernel-config
 --model-class-overrides --ubatch-size --mm-tensor-ipc
+--max-num-active-seqs --max-num-queued-reqs --max-num-queued-tokens --dp-sync-interval
+--elastic-ep-max-dp-size --ec-manager-config --fault-tolerance-config --watchdog-config
+--custom-histogram-buckets --per-request-spec-decode-metrics --log-level --logging-config
+--kda-decode-backend --kda-prefill-backend --mamba-ssu-algorithm --sparse-indexer-topk-backend
+--mm-hasher-algorithm --video-pruning-method --watermark-config --max-lora-cls-labels
+--prefix-cache-retention-interval --sleep-mode-backend --sleep-preserve-parameter-names
+--override-neuron-config
 """.split())
 # Switches (no value); their `--no-` forms are accepted too.
 IGNORED_BOOL = frozenset("""
@@ -191,13 +200,18 @@ IGNORED_BOOL = frozenset("""
 --enable-moe-shared-loras --enable-tower-connector-lora
 --jit-monitor-verbose --numa-bind --scheduler-reserve-full-isl --use-fp64-gumbel --grpc
 --enable-reasoning
+--enable-fault-tolerance --enable-trace-replay --return-sampling-mask --monokernel
+--long-prefill-token-threshold-adaptive --mm-device-do-normalize --enable-shm-tensor-arena
+--sleep-mode-offload-cudagraph --enable-nccl-comm-suspend
+--enable-mamba-shared-prefix-checkpoint --enable-mamba-fine-grained-prefix-cache
+--expand-tools-even-if-tool-choice-none
 """.split())
 # nargs="+" flags among the ignored ones: they swallow every following non-flag token.
 IGNORED_MULTI = frozenset("""
 --allowed-origins --allowed-methods --allowed-headers --lora-modules --prompt-adapters
 --middleware --served-model-name
 --allowed-media-domains --logits-processors --collect-detailed-traces --ignore-patterns
---tool-server --api-key --lora-target-modules --device-ids
+--tool-server --api-key --lora-target-modules --device-ids --sleep-preserve-parameter-names
 """.split())
 # vLLM flags that DO change startup memory but that vramguard does not model yet: accepted,
 # and the plan says so in its assumptions (value-taking; switches are in UNMODELED_BOOL).
@@ -214,6 +228,7 @@ UNMODELED_VALUE = frozenset("""
 --attention-config --mm-ipc-gpu-memory-gb --model-weights --mamba-cache-philox-rounds
 --watermark --diffusion-config --mm-encoder-fp8-scale-path --mm-encoder-fp8-scale-save-margin
 --mm-encoder-fp8-scale-save-path --quantization-param-path
+--replayssm-buffer-len --engram-config --aux-output-config --mm-processor-device
 """.split())
 # Flags that change the model's config before vLLM reads it (vLLM applies them to the HF
 # config): collected into VllmCommand.config_overrides and applied by sources/resolve.py.
@@ -222,6 +237,8 @@ CONFIG_OVERRIDE_FLAGS = {"--hf-overrides": None, "--rope-scaling": "rope_scaling
 UNMODELED_BOOL = frozenset("""
 --mm-encoder-only --fully-sharded-loras
 --enable-cumem-allocator --specialize-active-lora
+--use-replayssm --swa-bounded-replay --enable-batch-sharded-sampling --dcp-q-replicate
+--enable-hc-sp
 """.split())
 # Environment variables of a pasted line that change vLLM's startup memory but that the plan
 # does not take into account (VLLM_USE_V1 selects the engine; the planner reads

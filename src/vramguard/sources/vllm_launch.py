@@ -132,7 +132,7 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in ("--num-speculative-tokens", "--spec-tokens",
                                                 "--speculative-config", "--compilation-config",
-                                                "--speculative-model",
+                                                "--speculative-model", "--device-memory-utilization",
                                                 "--enable-multimodal-encoder-data-parallel")}
 # NOTE: written back as one --compilation-config JSON, with the key names of the release
 # (`_compilation_keys`).
@@ -239,6 +239,9 @@ def command_with(cmd, overrides: dict[str, object] | None = None) -> str:
     from .vllm_scan import _Scan
     args = list(cmd.args)
     drop, extra = flag_tokens(overrides or {})
+    # NOTE: every spelling of an overridden setting goes (--device-memory-utilization too)
+    fields = {FLAGS[f].field for f in drop if f in FLAGS and FLAGS[f].field}
+    drop |= {f for f, spec in FLAGS.items() if spec.field in fields}
     if drop:
         scan = _Scan(strict=False)
         try:
