@@ -125,3 +125,75 @@ def test_lfm2_short_conv_layers_by_hand():
     assert s.kv_bytes_per_token() == 6 * 2 * 8 * d * 2
     st = s.layers[0].attention.mamba
     assert st.kind == "short_conv" and st.conv_shape == (2048, 2) and st.ssm_shape == ()
+
+
+# meituan-longcat/LongCat-Flash-Chat config.json (the published one, whole)
+LONGCAT_FLASH = {
+    "architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
+    "attention_method": "MLA", "vocab_size": 131072, "hidden_size": 6144,
+    "ffn_hidden_size": 12288, "expert_ffn_hidden_size": 2048, "num_layers": 28,
+    "num_attention_heads": 64, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 512, "moe_topk": 12,
+    "zero_expert_num": 256, "zero_expert_type": "identity", "routed_scaling_factor": 6.0,
+    "max_position_embeddings": 131072, "rope_theta": 10000000.0, "rms_norm_eps": 1e-05,
+    "mla_scale_q_lora": True, "mla_scale_kv_lora": True, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16"}
+
+
+def test_longcat_flash_two_attentions_two_mlps_and_a_shortcut_moe():
+    """vLLM longcat_flash.py: per decoder layer 2 x DeepseekV2MLAAttention, 2 x FlashMLP
+    (ffn_hidden_size) and one MoE of 512 experts (expert_ffn_hidden_size) whose fp32 router
+    also scores 256 weightless zero experts (+ an e_score_correction_bias)."""
+    s = spec_from_config(dict(LONGCAT_FLASH), name="meituan-longcat/LongCat-Flash-Chat")
+    h, n, v = 6144, 28, 131072
+    mla = (h * (1536 + 512 + 64) + 1536 * 64 * 192 + 512 * 64 * (128 + 128) + 64 * 128 * h)
+    norms = 2 * (2 * h + 1536 + 512)
+    mlps = 2 * 3 * h * 12288
+    experts = 512 * 3 * h * 2048
+    router = h * 768 + 768
+    total = 2 * v * h + n * (2 * mla + norms + mlps + experts + router) + h
+    assert s.num_params() == total == 560_664_980_480     # "560B total" (model card)
+    active = 2 * v * h + n * (2 * mla + norms + mlps + 12 * 3 * h * 2048 + router) + h
+    assert s.num_active_params() == active                 # 31.3B + the input embedding
+    # 56 MLA cache layers (self_attn.0 / .1 of each decoder layer) of 512 + 64 elements
+    assert s.kv_bytes_per_token(dtype_bytes=2) == 56 * 576 * 2 == 64_512
+    assert s.num_layers == 28 and s.layers[0].params.router_fp32
+
+
+def test_longcat_flash_plan_counts_56_cache_layers_and_the_fp32_router():
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.core.planner import plan
+    from vramguard.core.settings import Settings
+    s = spec_from_config(dict(LONGCAT_FLASH), name="longcat")
+    p = plan(s, Settings(tensor_parallel_size=8, max_model_len=32768,
+                         user_set=frozenset({"tensor_parallel_size", "max_model_len"})),
+             lookup_gpu("B200"), vllm_version="0.30.0")
+    kv = p.to_dict()["kv_cache"]
+    assert kv["bytes_per_token"] == 64_512                  # the latent is not split over TP
+    g = p.to_dict()["per_gpu"]
+    # the blocks: the pool over 56 layers' pages of block_size x 1,152 bytes
+    assert kv["num_blocks"] == g["kv_cache_bytes"] // (56 * kv["block_size"] * 1152)
+    assert p.to_dict()["startup"]["ok"]
+
+
+def test_longcat_flash_router_weights_are_fp32():
+    """The router is replicated on every rank in fp32: 28 x 4,719,360 x (4 - 2) bytes more
+    than the same parameters at bf16."""
+    from dataclasses import replace
+
+    from vramguard.core.settings import Settings
+    from vramguard.core.weights import weights_per_rank
+    s = spec_from_config(dict(LONGCAT_FLASH), name="longcat")
+    assert s.layers[0].params.router == 6144 * 768 + 768 == 4_719_360
+    as_bf16 = replace(s, layers=tuple(replace(l, params=replace(l.params, router_fp32=False))
+                                      for l in s.layers))
+    st = Settings(tensor_parallel_size=8)
+    fp32 = weights_per_rank(s, st)[0].derived_bytes
+    bf16 = weights_per_rank(as_bf16, st)[0].derived_bytes
+    assert fp32 - bf16 == 28 * 4_719_360 * 2
+
+
+def test_longcat_flash_lite_ngram_is_refused_with_the_reason():
+    cfg = dict(LONGCAT_FLASH, model_type="longcat_flash_ngram", num_hidden_layers=56)
+    with pytest.raises(SourceError, match="n-gram embedding tables are not modelled"):
+        spec_from_config(cfg, name="meituan-longcat/LongCat-Flash-Lite")

@@ -113,7 +113,7 @@ def weight_bytes(spec, linear: float, experts: float | None = None,
         p = layer.params
         total += (p.attn_q + p.attn_kv + p.attn_o + p.attn_replicated) * att_b
         total += (p.mlp + p.shared_experts + p.mixer) * linear + p.experts * exp_b
-        total += (p.router + p.norms) * 2
+        total += p.router * (4 if p.router_fp32 else 2) + p.norms * 2
     return int(round(total))
 
 
@@ -146,7 +146,8 @@ def _kv(spec, rules) -> dict:
                                 "bfloat16": spec.kv_bytes_per_token(dtype_bytes=2),
                                 "fp8": spec.kv_bytes_per_token(dtype_bytes=1)},
             "auto_dtype": auto_name, "mamba_state_bytes_per_request": mamba,
-            "layers_with_kv": sum(l.attention.kind not in (MAMBA, NONE) for l in spec.layers)}
+            "layers_with_kv": sum(l.attention.cache_layers for l in spec.layers
+                                  if l.attention.kind not in (MAMBA, NONE))}
 
 
 def _max_len(spec, rules, vllm_version: str) -> dict:

@@ -291,6 +291,9 @@ def attention_runs(spec: ModelSpec,
     order of first occurrence (what `layout_shape` reads of the layers)."""
     start, end = layer_range
     runs = counted(*distinct_index([layer.attention for layer in spec.layers[start:end]]))
+    if any(a.cache_layers != 1 for a, _ in runs):
+        # NOTE: LongCat-Flash's two attentions per decoder layer are two KV cache layers
+        runs = tuple((replace(a, cache_layers=1), n * a.cache_layers) for a, n in runs)
     if any(a.parallel_mamba for a, _ in runs):
         # NOTE: Falcon-H1's layers are an attention layer and a Mamba layer to vLLM's KV
         # cache (the mixer registered under its own layer index): one run of each.

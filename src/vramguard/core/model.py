@@ -8,7 +8,7 @@ the weights on each rank without knowing the architecture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 
 from .provenance import Source
@@ -81,6 +81,8 @@ class AttentionSpec:
                                            # GLM-5 DSA): fixed bytes (fp8 + scales), any KV dtype
     compress_ratio: int = 0                # CSA: tokens per compressed entry (0/1: none)
     indexer_head_dim: int = 0              # CSA: indexer key size (ratio-4 layers)
+    cache_layers: int = 1                  # attention modules of the layer, each with its own
+                                           # KV cache (LongCat-Flash: 2)
 
     @property
     def parallel_mamba(self) -> bool:
@@ -95,6 +97,9 @@ class AttentionSpec:
         NOTE: when TP > KV heads vLLM replicates one head per rank (max(1, H_kv // tp));
         MLA's latent is replicated on every rank, so it does not shrink with TP.
         """
+        if self.cache_layers != 1:
+            one = replace(self, cache_layers=1)
+            return self.cache_layers * one.kv_bytes_per_token(tp, dtype_bytes)
         if self.kind in (FULL, SLIDING, CHUNKED):
             heads = max(1, (self.num_kv_heads or 0) // tp)
             v_dim = self.v_head_dim if self.v_head_dim is not None else self.head_dim
@@ -132,6 +137,7 @@ class LayerParams:
     router: int = 0
     norms: int = 0
     mixer: int = 0
+    router_fp32: bool = False   # the router kept in fp32 whatever the dtype (LongCat-Flash)
 
     def total(self) -> int:
         return (self.attn_q + self.attn_kv + self.attn_o + self.attn_replicated + self.mlp

@@ -136,8 +136,9 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
         rep = p.attn_replicated + p.router + p.norms
         dense = p.mlp / tp + p.shared_experts / tp + p.mixer / tp
         experts = p.experts / ep
+        router_b = 4 if p.router_fp32 else dtype_b
         terms.append((att * att_b + dense * lin + experts * exp_b * expert_pad
-                      + (p.router + p.norms) * dtype_b, p.attn_replicated * att_b))
+                      + p.router * router_b + p.norms * dtype_b, p.attn_replicated * att_b))
         counts.append(int(att + rep + dense + experts))
     total_b, params = 0.0, 0
     for i in per_layer[start:end]:

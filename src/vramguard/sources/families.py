@@ -43,14 +43,8 @@ def build_mla(a: Arch) -> Body:
     idx_types = t.list("indexer_types")
     layers = []
     for i in range(a.num_layers):
-        p = {"attn_replicated": h * (kv_rank + rope), "norms": 2 * h + kv_rank,
-             "attn_kv": kv_rank * nh * (nope + v_dim), "attn_o": nh * v_dim * h}
-        if q_rank:
-            p["attn_replicated"] += h * q_rank
-            p["attn_q"] = q_rank * nh * qk
-            p["norms"] += q_rank
-        else:
-            p["attn_q"] = h * nh * qk
+        p = mla_attention_params(h, nh, kv_rank=kv_rank, q_rank=q_rank, rope=rope, nope=nope,
+                                 v_dim=v_dim)
         indexer = bool(idx_heads and idx_dim and (idx_types is None or i >= len(idx_types)
                                                   or str(idx_types[i]) == "full"))
         if indexer:
@@ -75,6 +69,53 @@ def build_mla(a: Arch) -> Body:
         topk_bytes = 4 * (t.opt_int("index_topk", hi=LIMITS["positions"]) or 0)
     return standard_body(a, layers, moe, num_kv_heads=nh, head_dim=qk,
                          token_buffer_bytes=topk_bytes)
+
+
+def mla_attention_params(h: int, nh: int, *, kv_rank: int, q_rank: int | None, rope: int,
+                         nope: int, v_dim: int) -> dict:
+    """One MLA attention block's parameters (vLLM DeepseekV2MLAAttention) and its two
+    pre-norms (the input and post-attention RMSNorms of a decoder layer)."""
+    p = {"attn_replicated": h * (kv_rank + rope), "norms": 2 * h + kv_rank,
+         "attn_kv": kv_rank * nh * (nope + v_dim), "attn_o": nh * v_dim * h}
+    if q_rank:
+        p["attn_replicated"] += h * q_rank
+        p["attn_q"] = q_rank * nh * (nope + rope)
+        p["norms"] += q_rank
+    else:
+        p["attn_q"] = h * nh * (nope + rope)
+    return p
+
+
+def build_longcat(a: Arch) -> Body:
+    """LongCat-Flash (vLLM longcat_flash.py, 0.11+): each decoder layer runs two MLA
+    attentions and two dense MLPs around one shortcut MoE whose router also scores
+    `zero_expert_num` weightless identity experts (an fp32 router with a score bias)."""
+    t, h, nh = a.t, a.hidden, a.heads
+    kv_rank = t.int("kv_lora_rank", hi=LIMITS["hidden"])
+    dims = {"kv_rank": kv_rank, "q_rank": t.opt_int("q_lora_rank", hi=LIMITS["hidden"]),
+            "rope": t.int("qk_rope_head_dim", hi=LIMITS["hidden"]),
+            "nope": t.int("qk_nope_head_dim", hi=LIMITS["hidden"]),
+            "v_dim": t.int("v_head_dim", default=MLA_V_HEAD_DIM_DEFAULTS["longcat_flash"],
+                           hi=LIMITS["hidden"])}
+    moe = moe_of(a)
+    if moe is None:
+        raise t.error("LongCat-Flash config without n_routed_experts")
+    one = mla_attention_params(h, nh, **dims)
+    p = {k: 2 * v for k, v in one.items()}
+    p["mlp"] = 2 * mlp_params(h, a.intermediate or 0)
+    p.update(moe_params(a, moe))
+    # NOTE: the router scores the real and the zero experts (vLLM LongcatRouter: a classifier
+    # of n_routed_experts + zero_expert_num outputs and an e_score_correction_bias of as many),
+    # kept in fp32 (router_dtype); the zero experts have no weights.
+    scored = moe.num_experts + (t.opt_int("zero_expert_num", lo=0, hi=LIMITS["experts"]) or 0)
+    p["router"] = h * scored + scored
+    att = AttentionSpec(kind=MLA, mla_kv_lora_rank=kv_rank, mla_rope_head_dim=dims["rope"],
+                        mla_qk_nope_head_dim=dims["nope"], cache_layers=2)
+    layers = [LayerSpec(att, LayerParams(**p, router_fp32=True)) for _ in range(a.num_layers)]
+    a.notes.append("two MLA attentions and two dense MLPs per decoder layer (2 x "
+                   f"{a.num_layers} KV cache layers), {moe.num_experts} experts + {scored - moe.num_experts} "
+                   "weightless zero experts in an fp32 router")
+    return standard_body(a, layers, moe, num_kv_heads=nh, head_dim=dims["nope"] + dims["rope"])
 
 
 # ---- Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5) ------------------------------------------

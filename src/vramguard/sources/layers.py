@@ -183,7 +183,8 @@ def moe_of(a: Arch) -> MoESpec | None:
                      "num_experts_per_token", "moe_k"), lo=1, hi=LIMITS["experts"])
     if k and k[1] > hit[1]:
         raise t.error(f"{k[0]} {k[1]} exceeds the {hit[1]} experts ({hit[0]})")
-    hit_i = t.first_int(("moe_intermediate_size", "expert_intermediate_size"),
+    hit_i = t.first_int(("moe_intermediate_size", "expert_intermediate_size",
+                         "expert_ffn_hidden_size"),
                         hi=LIMITS["intermediate"])
     inter = hit_i[1] if hit_i else a.intermediate
     if not inter:
