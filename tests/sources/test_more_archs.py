@@ -197,3 +197,67 @@ def test_longcat_flash_lite_ngram_is_refused_with_the_reason():
     cfg = dict(LONGCAT_FLASH, model_type="longcat_flash_ngram", num_hidden_layers=56)
     with pytest.raises(SourceError, match="n-gram embedding tables are not modelled"):
         spec_from_config(cfg, name="meituan-longcat/LongCat-Flash-Lite")
+
+
+# google/gemma-3n-E4B-it: the text config (the fields vLLM's gemma3n.py reads) and the towers
+_E4B_TYPES = ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(35)]
+GEMMA3N_E4B = {
+    "architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n",
+    "torch_dtype": "bfloat16",
+    "text_config": {
+        "model_type": "gemma3n_text", "hidden_size": 2048, "num_hidden_layers": 35,
+        "intermediate_size": [16384] * 35, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "head_dim": 256, "vocab_size": 262400, "vocab_size_per_layer_input": 262144,
+        "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 15, "laurel_rank": 64,
+        "altup_num_inputs": 4, "sliding_window": 512, "layer_types": _E4B_TYPES,
+        "max_position_embeddings": 32768},
+    "vision_config": {"architecture": "mobilenetv5_300m_enc", "hidden_size": 2048,
+                      "model_type": "gemma3n_vision", "vocab_size": 128,
+                      "vocab_offset": 262144},
+    "audio_config": {"conf_num_hidden_layers": 12, "conf_num_attention_heads": 8,
+                     "conf_conv_kernel_size": 5, "hidden_size": 1536,
+                     "model_type": "gemma3n_audio", "vocab_size": 128}}
+
+
+def _gemma3n_text_params(widths, shared=15, h=2048, n=35):
+    """By module, as vLLM gemma3n.py (0.30+) / transformers build them."""
+    ple, v, vp, a, r, d = 256, 262400, 262144, 4, 64, 256
+    top = (v * h + vp * n * ple + h * n * ple + ple + 2 * (a - 1) * h * h + h)
+    attn = h * 8 * d + 2 * h * 2 * d + 8 * d * h + 2 * d        # q, k+v, o, q/k norms
+    shared_attn = h * 8 * d + 8 * d * h + d                     # q, o, q norm
+    per = (4 * h + 2 * h * ple + h + 2 * h * r + h + a * a + a ** 3 + h * a + 2 * h)
+    return top + sum(3 * h * w + per + (shared_attn if i >= n - shared else attn)
+                     for i, w in enumerate(widths))
+
+
+def test_gemma3n_text_altup_laurel_ple_and_shared_kv():
+    text = dict(GEMMA3N_E4B["text_config"])
+    s = spec_from_config({"architectures": ["Gemma3nForCausalLM"], **text}, name="e4b-text")
+    assert s.num_params() == _gemma3n_text_params([16384] * 35) == 6_835_235_568
+    assert s.tie_word_embeddings and s.lm_head_params == 0
+    kinds = [l.attention.kind for l in s.layers]
+    # layers 20-34 read layer 18's (sliding) or 19's (full) cache: none of their own
+    assert kinds[20:] == [NONE] * 15 and kinds[:20].count(FULL) == 4
+    assert s.kv_bytes_per_token(dtype_bytes=2) == 20 * 2 * 2 * 256 * 2 == 40_960
+
+
+def test_gemma3n_per_layer_mlp_widths():
+    """MatFormer slices give each layer its own width (vLLM: intermediate_size[layer_idx])."""
+    widths = [8192] * 20 + [16384] * 15
+    text = dict(GEMMA3N_E4B["text_config"], intermediate_size=widths)
+    s = spec_from_config({"architectures": ["Gemma3nForCausalLM"], **text}, name="slice")
+    assert s.num_params() == _gemma3n_text_params(widths)
+    assert s.intermediate_size == 16384
+    with pytest.raises(SourceError, match="lists 3 widths for 35 layers"):
+        spec_from_config(dict(text, intermediate_size=[8192] * 3), name="short")
+
+
+def test_gemma3n_towers_mobilenet_and_audio():
+    s = spec_from_config(dict(GEMMA3N_E4B), name="google/gemma-3n-E4B-it")
+    vision = 294_284_096 + 128 * 2048 + 2 * 2048 + 2048 * 2048      # published tower + embedder
+    audio = 12 * 24 * 1536 ** 2 + 1536 * 2048          # conformer estimate (hand count 684.7M)
+    assert s.vision.num_params == vision + audio
+    assert s.vision.modalities == ("image", "audio")
+    assert (s.vision.image_size // s.vision.patch_size) ** 2 == 256      # tokens per image
+    assert abs(s.num_params() - 7_818_674_256) / 7_818_674_256 < 0.001   # "8B raw"
+    assert s.token_buffer_elems == 35 * 256          # the per-layer-embedding input buffer

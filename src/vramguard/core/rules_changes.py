@@ -122,12 +122,12 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
     ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
      "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
+    ("0.10.1", "both", {"init_token_buffers": True},
+     "per-layer-embedding input buffer of multimodal Gemma-3n (gemma3n_mm.py)"),
     ("0.10.1", "both", {"mm_zero_skips_tower": _MM_ZERO_0101},
      "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
      "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
-    ("0.10.2", "both", {"init_token_buffers": True},
-     "per-layer-embedding input buffer of multimodal Gemma-3n (gemma3n_mm.py)"),
     ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
      "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
      "fallback removed)"),

@@ -40,7 +40,7 @@ KNOWN_GENERIC = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl",
     "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl", "qwen3_vl_text",
     "qwen3_vl_moe", "qwen3_vl_moe_text", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4",
-    "gemma4_text", "phi3", "granite", "granitemoe", "granitemoeshared", "glm", "glm4", "glm4_moe",
+    "gemma4_text", "gemma3n", "gemma3n_text", "phi3", "granite", "granitemoe", "granitemoeshared", "glm", "glm4", "glm4_moe",
     "minimax_m2", "llama4", "llama4_text", "apertus", "apertus1p5_text", "exaone", "exaone4",
     "olmo", "olmo2", "olmoe", "gpt_oss", "internlm2", "starcoder2", "cohere", "cohere2",
     "mistral3", "deepseek", "yi", "dots1", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan",
@@ -48,7 +48,7 @@ KNOWN_GENERIC = {
     "bailing_moe", "bailing_moe_v2", "hunyuan_v1_dense", "hunyuan_v1_moe", "ministral"}
 GPT2_TYPES = {"gpt2", "gpt_bigcode", "bloom"}
 # model types whose transformers config defaults tie_word_embeddings to True
-TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma4_text", "opt", "gpt2", "gpt_bigcode",
+TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma4_text", "gemma3n_text", "opt", "gpt2", "gpt_bigcode",
                    "bloom", "cohere", "cohere2", "lfm2"}
 MAMBA_ONLY_TYPES = {"mamba", "falcon_mamba"}
 DECI_TYPES = {"nemotron-nas", "deci", "decilm"}
@@ -109,6 +109,13 @@ def text_view(top: Fields) -> tuple[Fields, str]:
     mt = merged.get("model_type")
     if isinstance(mt, str) and mt in PER_LAYER_LIST_TYPES:
         _collapse_per_layer(merged, top.where)
+    if mt in ("gemma3n", "gemma3n_text") and isinstance(merged.get("intermediate_size"), list):
+        # NOTE: vLLM gemma3n.py reads `config.intermediate_size[layer_idx]` (MatFormer slices
+        # may differ by layer): the list goes to the layers, the largest width is the model's.
+        widths = merged["intermediate_size"]
+        merged["intermediate_size_per_layer"] = widths
+        merged["intermediate_size"] = max((w for w in widths if isinstance(w, int)
+                                           and not isinstance(w, bool)), default=None)
     defaulted = []
     for k, v in _DEFAULTS.get(mt if isinstance(mt, str) else "", {}).items():
         if merged.get(k) is None:
@@ -208,7 +215,7 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
 
 # NOTE: the multimodal Gemma-3n / Gemma-4 classes pre-allocate their per-layer-embedding input
 # buffer at init, (max_num_batched_tokens, layers, hidden_size_per_layer_input) in the model
-# dtype (vLLM gemma3n_mm.py 0.10.2+, gemma4_mm.py), inside the weights measurement.
+# dtype (vLLM gemma3n_mm.py 0.10.1+, gemma4_mm.py), inside the weights measurement.
 _PLE_BUFFER_ARCHS = ("Gemma3nForConditionalGeneration", "Gemma4ForConditionalGeneration")
 
 

@@ -23,13 +23,15 @@ NON_GATED_MLP = {"apertus", "apertus1p5_text", "starcoder2", "nemotron", "gpt_bi
 QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text",
             "glm", "glm4", "chatglm", "qwen"}
 # Families with four norms per layer (pre/post attention, pre/post MLP).
-FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "glm4"}
+FOUR_NORMS = {"gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "gemma3n",
+              "gemma3n_text", "glm4"}
 # One norm per layer (parallel attention + MLP blocks).
 ONE_NORM = {"cohere", "cohere2"}
 # q_norm/k_norm over head_dim ("head") or over all heads ("full").
 QK_NORM_HEAD = {"qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_text", "qwen3_vl_moe_text",
                 "qwen3_5_text", "qwen3_5_moe_text", "gemma3", "gemma3_text", "gemma4",
-                "gemma4_text", "apertus", "apertus1p5_text", "exaone4", "dots1"}
+                "gemma4_text", "gemma3n", "gemma3n_text", "apertus", "apertus1p5_text",
+                "exaone4", "dots1"}
 QK_NORM_FULL = {"olmo2", "olmo3", "olmoe", "minimax_m2"}
 LAYERNORM = {"opt", "phi", "starcoder2", "gpt2", "gpt_bigcode", "falcon", "gpt_neox",
              "xlm-roberta", "bert", "roberta", "stablelm", "persimmon"}
@@ -287,7 +289,8 @@ def build_decoder(a: Arch) -> Body:
     if mt in ("llama4", "llama4_text"):
         dense_i = t.opt_int("intermediate_size_mlp", hi=LIMITS["intermediate"]) or dense_i
     both = mt in ("gemma4", "gemma4_text") and moe is not None   # dense MLP + MoE each layer
-    g = _Gemma4(a) if mt in ("gemma4", "gemma4_text") else None
+    g = (_Gemma4(a) if mt in ("gemma4", "gemma4_text")
+         else _Gemma3n(a) if mt in GEMMA3N_TYPES else None)
     # NOTE: Hunyuan's cross-layer attention: layers whose index is not a multiple of
     # cla_share_factor read the previous layer's K/V (no K/V projection, no cache of their own)
     cla = (t.int("cla_share_factor", default=1, hi=LIMITS["layers"])
@@ -318,14 +321,14 @@ def build_decoder(a: Arch) -> Body:
             inter = g.inter(i, dense_i) if g else dense_i
             p["mlp"] = mlp_params(h, inter, gated=gated, bias=mlp_bias)
         if g:
-            p["norms"] += 1                                # layer_scalar
-            p["mlp"] += g.ple_layer_params()
+            p["norms"] += g.layer_scalar
+            p["mlp"] += g.layer_extra_params()
         kind = NONE if shared_kv else kind
         layers.append(LayerSpec(attention_spec(kind, nkv, d, a, v_dim=vd), LayerParams(**p)))
     body = Body(layers=layers, moe=moe, embed=a.vocab * h, final_norm=norm_size(mt, h),
                 lm_head=0 if a.tie else _lm_head_vocab(a) * h)
     if g:
-        body.extra = g.ple_params()
+        body.extra = g.model_extra_params()
     return body
 
 
@@ -345,8 +348,13 @@ def _lm_head_vocab(a: Arch) -> int:
     return a.t.opt_int("output_vocab_size", hi=LIMITS["vocab"]) or a.vocab
 
 
+GEMMA3N_TYPES = ("gemma3n", "gemma3n_text")
+
+
 class _Gemma4:
     """Gemma 4 text specifics: global heads, shared KV layers, double-wide MLP, PLE."""
+
+    layer_scalar = 1        # a learned scalar per layer
 
     def __init__(self, a: Arch):
         t = a.t
@@ -378,8 +386,51 @@ class _Gemma4:
         h = self.a.hidden
         return 2 * h * self.ple + h if self.ple else 0
 
+    def layer_extra_params(self) -> int:
+        """What a layer has beside attention, MLP and norms (counted with the MLP)."""
+        return self.ple_layer_params()
+
     def ple_params(self) -> int:
         if not self.ple:
             return 0
         n, h = self.a.num_layers, self.a.hidden
         return self.ple_vocab * n * self.ple + h * n * self.ple + self.ple
+
+    def model_extra_params(self) -> int:
+        """Model-level parameters beside the embedding, final norm and LM head."""
+        return self.ple_params()
+
+
+class _Gemma3n(_Gemma4):
+    """Gemma 3n text (vLLM gemma3n.py): Gemma 4's shared KV layers and per-layer embeddings,
+    plus AltUp (`altup_num_inputs` residual streams: per-layer coefficients and router,
+    model-level projections), a low-rank Laurel block per layer and a per-layer MLP width.
+
+    NOTE: the shared layers hold no K/V projection (transformers, vLLM 0.30+); vLLM 0.9.2-0.29
+    still built it (31,461,120 parameters, 60 MiB at bf16 on E4B), not counted."""
+
+    layer_scalar = 0
+
+    def __init__(self, a: Arch):
+        super().__init__(a)
+        t = a.t
+        self.altup = t.int("altup_num_inputs", default=4, lo=1, hi=64)
+        self.laurel = t.int("laurel_rank", default=64, lo=0, hi=LIMITS["hidden"])
+        self.widths = t.int_list("intermediate_size_per_layer", lo=1, hi=LIMITS["intermediate"])
+        if self.widths is not None and len(self.widths) < a.num_layers:
+            raise t.error(f"intermediate_size lists {len(self.widths)} widths for "
+                          f"{a.num_layers} layers")
+
+    def inter(self, i: int, base: int) -> int:
+        return self.widths[i] if self.widths else base
+
+    def layer_extra_params(self) -> int:
+        h, n = self.a.hidden, self.altup
+        laurel = 2 * h * self.laurel + h                 # left, right, post-Laurel norm
+        # correction and prediction coefficients, modality router, router norm, output scale
+        altup = n * n + n ** 3 + h * n + 2 * h
+        return self.ple_layer_params() + laurel + altup
+
+    def model_extra_params(self) -> int:
+        h = self.a.hidden
+        return self.ple_params() + 2 * (self.altup - 1) * h * h   # AltUp (un)embed projections

@@ -33,7 +33,10 @@ def vision_from_config(top: Fields, text_hidden: int, notes: list[str]) -> Visio
     if v is None and audio is None:
         return None
     total, hidden, layers, image, patch = 0, None, None, None, None
-    if v is not None:
+    if v is not None and _is_mobilenet(v):
+        total, hidden = _gemma3n_vision(v, text_hidden)
+        image, patch = MOBILENET_V5_IMAGE, MOBILENET_V5_IMAGE // MOBILENET_V5_GRID
+    elif v is not None:
         total, hidden, layers = _vision_params(top, v, text_hidden, notes)
         image = v.opt_int("image_size", hi=LIMITS["positions"])
         patch = v.opt_int("patch_size", hi=LIMITS["positions"])
@@ -60,13 +63,38 @@ def _modalities(top: Fields, vision: bool, audio: bool) -> tuple[str, ...]:
     return tuple(out)
 
 
+# NOTE: Gemma 3n's vision tower is timm's MobileNetV5-300M encoder, named by the config but not
+# described by it (transformers wraps timm): its published size (KerasHub preset
+# `mobilenetv5_300m_enc_gemma3n`: 294,284,096 parameters). It takes 768 x 768 images and emits
+# a 16 x 16 grid: 256 tokens per image (vLLM gemma3n_mm.py).
+MOBILENET_V5_PARAMS = {"mobilenetv5_300m_enc": 294_284_096}
+MOBILENET_V5_IMAGE, MOBILENET_V5_GRID = 768, 16
+
+
+def _is_mobilenet(v: Fields) -> bool:
+    return (v.str("model_type") or "").lower() == "gemma3n_vision" or (
+        v.str("architecture") or "").startswith("mobilenetv5")
+
+
+def _gemma3n_vision(v: Fields, text_h: int) -> tuple[int, int]:
+    """(parameters, width) of Gemma 3n's MobileNetV5 tower and its multimodal embedder (a
+    `vocab_size` x width hard-token table, two norms, a projection to the text width)."""
+    arch = v.str("architecture") or "mobilenetv5_300m_enc"
+    if arch not in MOBILENET_V5_PARAMS:
+        raise v.error(f"vision architecture {arch!r}: only {', '.join(MOBILENET_V5_PARAMS)} "
+                      "(Gemma 3n's released tower) has a known size")
+    h = v.int("hidden_size", default=2048, hi=LIMITS["hidden"])
+    vocab = v.int("vocab_size", default=128, lo=0, hi=LIMITS["vocab"])
+    return MOBILENET_V5_PARAMS[arch] + vocab * h + 2 * h + h * text_h, h
+
+
 def _dims(v: Fields) -> tuple[int, int, int]:
     hit = v.first_int(("hidden_size", "embed_dim", "vt_hidden_size", "width"), hi=LIMITS["hidden"])
     h = hit[1] if hit else None
     if not h:
         raise v.error("vision_config without hidden_size")
-    n = v.first_int(("depth", "num_hidden_layers", "num_layers", "vt_num_hidden_layers", "layers"),
-                    hi=LIMITS["layers"])
+    n = v.first_int(("depth", "num_hidden_layers", "num_layers", "vt_num_hidden_layers", "layers",
+                     "conf_num_hidden_layers"), hi=LIMITS["layers"])
     if not n:
         raise v.error("vision_config without depth / num_hidden_layers")
     i_hit = v.first_int(("intermediate_size", "vt_intermediate_size", "mlp_dim"),
