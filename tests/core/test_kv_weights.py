@@ -649,3 +649,40 @@ def test_explicit_mamba_cache_mode():
                            vllm_version=v).kv.blocks_per_request
               for v, m in (("0.30.0", "all"), ("0.30.0", None), ("0.27.0", None))}
     assert blocks["0.30.0", "all"] == blocks["0.27.0", None] > blocks["0.30.0", None]
+
+
+def test_mm_ipc_reservation_comes_out_of_the_kv_budget():
+    """--mm-ipc-gpu-memory-gb (0.25+, gpu_worker.py / multimodal/gpu_ipc_memory.py): a
+    multimodal model's KV budget shrinks by the raw-frame budget after vLLM has logged it; a
+    text-only model drops the flag; the refusal when nothing is left, in each release's words."""
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.errors import UsageError
+    from vramguard.sources.resolve import load_model_spec
+    vl = load_model_spec("Qwen/Qwen2.5-VL-3B-Instruct", offline=True)
+    text = load_model_spec("Qwen/Qwen2.5-7B-Instruct", offline=True)
+    l4 = lookup_gpu("L4")
+
+    def p(spec, gb, version="0.30.0", **kw):
+        return plan(spec, Settings(max_model_len=8192, mm_ipc_gpu_memory_gb=gb, **kw), l4,
+                    vllm_version=version, detail=True)
+    base, cut = p(vl, 0.0), p(vl, 2.0)
+    k0 = base.tightest.kv_cache.value_bytes
+    assert k0 - cut.tightest.kv_cache.value_bytes == 2 * GIB
+    assert cut.kv.num_blocks < base.kv.num_blocks
+    logs = cut.log_lines
+    assert f"Available KV cache memory: {k0 / GIB:.2f} GiB" in logs      # before the cut
+    assert any(l.startswith("Reserving 2.0 GiB of GPU memory for frontend multimodal decoding")
+               and l.endswith(f"KV cache memory reduced to {round((k0 - 2 * GIB) / GIB, 2)} GiB.")
+               for l in logs)
+    assert p(text, 2.0).kv.num_blocks == p(text, 0.0).kv.num_blocks
+    forced = p(vl, 2.0, kv_cache_memory_bytes=6 * GIB)
+    assert forced.tightest.kv_cache.value_bytes == 4 * GIB
+    with pytest.raises(UsageError, match="unrecognized arguments: --mm-ipc-gpu-memory-gb 2"):
+        p(vl, 2.0, "0.24.0")
+    for version, words in (("0.26.0", "Reduce mm_ipc_gpu_memory_gb, use a different"),
+                           ("0.27.0", "Reduce mm_ipc_gpu_memory_gb or hw_decoders, use")):
+        out = p(vl, 40.0, version)
+        assert out.outcome.failure == "no_kv_memory"
+        assert out.outcome.message.startswith("frontend multimodal GPU decoding reserves 40.0 GiB "
+                                              "(40.0 GiB raw-frame budget, 0.0 GiB decoder")
+        assert words in out.outcome.message

@@ -181,7 +181,7 @@ SWEEP = {
     "optimization_level": (0,), "compilation_mode": (0,), "cudagraph_mode": ("PIECEWISE",),
     "cudagraph_capture_sizes": ((1, 2, 4),), "performance_mode": ("throughput",),
     "limit_mm_per_prompt": ((("image", 0), ("video", 0), ("audio", 0)), (("image", 0),)),
-    "mm_encoder_tp_mode": ("data",),
+    "mm_encoder_tp_mode": ("data",), "mm_ipc_gpu_memory_gb": (1.5,),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
                 "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b",

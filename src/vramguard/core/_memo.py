@@ -52,14 +52,15 @@ _GRAPH_FLAGS = frozenset({"enforce_eager", "optimization_level", "compilation_mo
 _NOT_READ_WEIGHTS = _SEARCHED | _GRAPH_FLAGS | {
     "kv_cache_dtype", "block_size", "disable_sliding_window", "disable_hybrid_kv_cache_manager",
     "num_speculative_tokens", "skip_mm_profiling", "async_scheduling", "mamba_cache_dtype",
-    "mamba_ssm_cache_dtype"}
+    "mamba_ssm_cache_dtype", "mm_ipc_gpu_memory_gb"}
 # NOTE: the layout's shape reads the KV dtype and the model's dtype only through its
 # arguments (the Mamba dtype flags it reads from Settings: in the key), and PP only through
 # the in-flight tokens (applied per call).
 _NOT_READ_LAYOUT = _SEARCHED | _GRAPH_FLAGS | {"cpu_offload_gb", "enable_lora", "max_loras",
                                 "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
                                 "pipeline_parallel_size", "language_model_only",
-                                "skip_mm_profiling", "async_scheduling"}
+                                "skip_mm_profiling", "async_scheduling",
+                                "mm_ipc_gpu_memory_gb"}
 
 # NOTE: the planner's per-stage terms read the effective batched tokens and sequences
 # (passed in the key), never the flags a search varies.

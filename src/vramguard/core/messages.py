@@ -234,6 +234,37 @@ def capacity_log(rules: VllmRules, num_blocks: int, tokens: int, max_model_len: 
     return (f"{device} KV cache size: {size} tokens, {conc}",)
 
 
+def _fmt_gib(b: int) -> str:
+    """vLLM's `format_gib` (utils/mem_utils.py): `round(b / GiB, 2)` as Python prints it."""
+    return f"{round(b / _GIB, 2)}"
+
+
+# NOTE: vLLM's per-API-server decoder budget when no GPU video backend is set (128 MiB decoder
+# cache + a 1.8 GiB CUDA context; printed, not reserved)
+MM_IPC_PER_SERVER_BYTES = 128 * (1 << 20) + int(1.8 * 1024 * (1 << 20))
+
+
+def mm_ipc_log(reserved_bytes: int, remaining_bytes: int) -> str:
+    """The reservation line of --mm-ipc-gpu-memory-gb (0.25+; one API server, no GPU video
+    decoder)."""
+    r = _fmt_gib(reserved_bytes)
+    return (f"Reserving {r} GiB of GPU memory for frontend multimodal decoding ({r} GiB "
+            f"raw-frame semaphore budget, 0.0 GiB decoder+CUDA-context across 1 API server(s) "
+            f"@ {_fmt_gib(MM_IPC_PER_SERVER_BYTES)} GiB/server); KV cache memory reduced to "
+            f"{_fmt_gib(remaining_bytes)} GiB.")
+
+
+def mm_ipc_message(rules: VllmRules, reserved_bytes: int, kv_bytes: int) -> str:
+    """vLLM's refusal when the reservation leaves no KV cache memory."""
+    fix = ("Reduce mm_ipc_gpu_memory_gb or hw_decoders, use a different video backend, or "
+           if rules.mm_ipc_reserve == "0.27" else
+           "Reduce mm_ipc_gpu_memory_gb, use a different video backend, or ")
+    r = _fmt_gib(reserved_bytes)
+    return (f"frontend multimodal GPU decoding reserves {r} GiB ({r} GiB raw-frame "
+            f"budget, 0.0 GiB decoder cache budget), but only {_fmt_gib(kv_bytes)} GiB is "
+            f"available for the KV cache. {fix}increase gpu_memory_utilization.")
+
+
 def kv_memory_bytes_log(free_bytes: int, kv_bytes: int) -> str:
     """`--kv-cache-memory-bytes` (0.10.2+): profiling result ignored."""
     return (f"Initial free memory {_r2(free_bytes)} GiB, reserved {_r2(kv_bytes)} GiB memory for "

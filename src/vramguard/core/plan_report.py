@@ -99,6 +99,14 @@ class PlanReport:
                 out.extend([_tp_rank(first, base + t, t) for t in range(1, tp)])
         return tuple(out)
 
+    def _mm_ipc_note(self) -> str:
+        gb = f"--mm-ipc-gpu-memory-gb {self.s.mm_ipc_gpu_memory_gb:g}"
+        if self.mm_reserve:
+            return (f"{gb}: {self.mm_reserve / GIB:.2f} GiB of the KV cache budget reserved for "
+                    "the frontend's multimodal GPU decoding (a GPU video decoder's own "
+                    "reservation, pynvvideocodec, is not counted)")
+        return f"{gb}: no reservation (a text-only model, or a vLLM release before 0.25)"
+
     def _log_lines(self, cap: KvCapacity | None) -> tuple[str, ...]:
         rules = self.rules
         if self.device == "cpu":
@@ -120,10 +128,12 @@ class PlanReport:
             # memory" line follows (gpu_worker.py, every release with the flag)
             lines.append(msg.kv_memory_bytes_log(self.F, self.s.kv_cache_memory_bytes))
         elif self.device != "cpu":
-            lines += msg.available_kv_log(rules, st.kv, total_bytes=self.T, util=self.u,
-                                          weights_bytes=st.weights.value_bytes,
+            lines += msg.available_kv_log(rules, st.kv + self.mm_reserve, total_bytes=self.T,
+                                          util=self.u, weights_bytes=st.weights.value_bytes,
                                           non_torch_bytes=st.non_torch.value_bytes,
                                           activation_bytes=st.activation.value_bytes)
+        if self.mm_reserve and st.kv > 0:
+            lines.append(msg.mm_ipc_log(self.mm_reserve, st.kv))
         lines += self.logs
         if cap is not None and (self.fail is None or self.fail.failure not in (
                 F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN) or rules.engine == "v0"):
@@ -240,6 +250,8 @@ class PlanReport:
         kvq = self._kv_quant_note()
         if kvq:
             out.append(kvq)
+        if self.s.mm_ipc_gpu_memory_gb:
+            out.append(self._mm_ipc_note())
         if self.s.kv_offloading_size:
             where = ("one file in /dev/shm" if self.rules.kv_offload_in_shm else "pinned memory")
             out.append(f"KV offloading (--kv-offloading-size {self.s.kv_offloading_size:g}): host "

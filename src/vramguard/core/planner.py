@@ -251,6 +251,10 @@ class _Walk(PlanReport):
         self.est_len: int | None = None
         self.forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
         self.fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
+        # NOTE: vLLM 0.25+ takes --mm-ipc-gpu-memory-gb out of a multimodal model's KV budget
+        # after logging it (`reserve_mm_ipc_gpu_memory`); a text-only model drops the flag
+        self.mm_reserve = (int(settings.mm_ipc_gpu_memory_gb * GIB)
+                           if rules.mm_ipc_reserve and spec.vision is not None else 0)
         self.graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
 
     def _draft_assumptions(self) -> list[str]:
@@ -280,17 +284,21 @@ class _Walk(PlanReport):
         NOTE: the walk needs the value only; the band is for the ledgers, which a screened
         plan builds when first read."""
         if self.s.kv_cache_memory_bytes is not None:
-            return int(self.s.kv_cache_memory_bytes)
+            return int(self.s.kv_cache_memory_bytes) - self.mm_reserve
         kv = int(self.R)
         for t in self._budget_terms(st):
             kv -= t.value_bytes
-        return kv - (self.T - self.F) if self.rules.whole_gpu else kv
+        return (kv - (self.T - self.F) if self.rules.whole_gpu else kv) - self.mm_reserve
 
     def _kv_budget(self, st: _Stage) -> Estimate:
         """K with its band and provenance (the ledgers' KV term)."""
+        reserve = ((Estimate.exact(self.mm_reserve, Source.USER, "--mm-ipc-gpu-memory-gb"),)
+                   if self.mm_reserve else ())
         if self.s.kv_cache_memory_bytes is not None:
-            return Estimate.exact(self.s.kv_cache_memory_bytes, Source.USER,
+            user = Estimate.exact(self.s.kv_cache_memory_bytes, Source.USER,
                                   "--kv-cache-memory-bytes")
+            return _sub(user, *reserve, note="--kv-cache-memory-bytes - --mm-ipc-gpu-memory-gb"
+                        ) if reserve else user
         r = int(self.R)     # NOTE: `Estimate.exact` without __init__ (_frozen.py)
         req = _estimate(value_bytes=r, low_bytes=r, high_bytes=r, source=_DERIVED_SRC,
                         note="u x total")
@@ -298,7 +306,9 @@ class _Walk(PlanReport):
         if self.rules.whole_gpu:
             terms += (Estimate.exact(self.T - self.F, Source.DERIVED,
                                      "whole-GPU budget: memory used by everything else"),)
-        return _sub(req, *terms, note=_BUDGET_NOTE[self.rules.graph_budget == "subtracted"])
+        note = _BUDGET_NOTE[self.rules.graph_budget == "subtracted"]
+        return _sub(req, *terms, *reserve,
+                    note=note + (" - mm IPC reservation" if reserve else ""))
 
     def _failed(self, failure: str, message: str) -> None:
         if self.fail is None:
@@ -309,6 +319,9 @@ class _Walk(PlanReport):
         for st in self.stages:
             st.kv = self._kv_bytes(st)
         self._load_and_profile()
+        if self.mm_reserve and self.fail is None and min(st.kv for st in self.stages) <= 0:
+            k = min(st.kv for st in self.stages) + self.mm_reserve
+            self._failed(F.NO_KV_MEMORY, msg.mm_ipc_message(self.rules, self.mm_reserve, k))
         kv_cap = None
         if self.fail is None:
             kv_cap = self._capacity()

@@ -223,6 +223,9 @@ class VllmRules:
     # encoder is not profiled; 0.8.3 keeps the multimodal data (warning only)
     v0_mm_dropped_when_long: bool = False
     kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
+    # --mm-ipc-gpu-memory-gb (0.25+): taken from the KV budget of a multimodal model after the
+    # "Available KV cache memory" line; "0.25" | "0.27" (the refusal's wording)
+    mm_ipc_reserve: str | None = None
     # quantized KV formats beyond fp8 (core/kv_quant.py; config/cache.py `CacheDType`): the
     # names this release accepts; TurboQuant on hybrid models "refused" (0.20) | "unprotected"
     # (0.21+: no boundary layers); 0.20's per-layer TurboQuant decode buffers; nvfp4

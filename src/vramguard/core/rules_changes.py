@@ -275,6 +275,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
         "LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
         "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
      "Model Runner V2 by default for six architectures, MoE and quantized too (config/vllm.py)"),
+    ("0.25.0", "v1", {"mm_ipc_reserve": "0.25"},
+     "--mm-ipc-gpu-memory-gb: the frontend's multimodal GPU decoding budget comes out of the KV "
+     "cache budget (gpu_worker.py _reserve_mm_ipc_gpu_memory)"),
     ("0.25.0", "v1", {"kv_quant_dtypes": _KVQ_025, "kv_skip_align": True},
      "int4_per_token_head; skipped layers align the block size "
      "(platforms/interface.py _align_heterogeneous_kv_block_size)"),
@@ -291,6 +294,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "hybrid attn now.' removed"),
     ("0.26.0", "v1", {"graph_probe_rocm": True},
      "CUDA-graph memory probe on ROCm too (gpu_worker.py is_cuda_alike, PR 44825)"),
+    ("0.27.0", "v1", {"mm_ipc_reserve": "0.27"},
+     "the reservation moved to multimodal/gpu_ipc_memory.py (hw_decoders in its refusal)"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
     ("0.27.0", "v1", {"dcp_messages": "v027"},
      "DCP's GQA/MQA checks raise ValueErrors with new words (config/model.py)"),

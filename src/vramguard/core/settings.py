@@ -65,6 +65,8 @@ class Settings:
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     mm_encoder_tp_mode: str | None = None     # "weights" (shard the encoder) | "data" (0.11+)
     skip_mm_profiling: bool = False           # encoder not in the profile run's peak
+    mm_ipc_gpu_memory_gb: float = 0.0         # GiB taken from the KV budget for the frontend's
+                                              # GPU multimodal decoding (0.25+)
     entrypoint: str = "serve"                 # "serve" (vllm serve / api_server) or "llm" (LLM class)
     model: str | None = None                  # the model argument as given, if any
     user_set: frozenset[str] = field(default_factory=frozenset)   # flags the user gave

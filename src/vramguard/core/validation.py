@@ -90,6 +90,9 @@ def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
     if s.performance_mode is not None and not rules.performance_mode_flag:
         raise _unrecognized("--performance-mode", s.performance_mode,
                             f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
+    if s.mm_ipc_gpu_memory_gb and rules.mm_ipc_reserve is None:
+        raise _unrecognized("--mm-ipc-gpu-memory-gb", f"{s.mm_ipc_gpu_memory_gb:g}",
+                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.25+)")
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
         raise _unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
                             f"vLLM {version} has no such flag (0.9-0.12); use "

@@ -87,6 +87,7 @@ FLAGS: dict[str, Flag] = {
     # vLLM 0.10-0.12 (deprecated from 0.11): the same as --mm-encoder-tp-mode data
     "--enable-multimodal-encoder-data-parallel": Flag("mm_encoder_tp_mode", BOOL),
     "--skip-mm-profiling": Flag("skip_mm_profiling", BOOL),
+    "--mm-ipc-gpu-memory-gb": Flag("mm_ipc_gpu_memory_gb", FLOAT_NONNEG, 0, 1 << 20),
     "--enable-lora": Flag("enable_lora", BOOL),
     "--max-loras": Flag("max_loras", POS_INT, 1),
     "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
@@ -225,7 +226,7 @@ UNMODELED_VALUE = frozenset("""
 --lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors
 --speculative-model-quantization --speculative-max-model-len --ngram-prompt-lookup-max
 --ngram-prompt-lookup-min --quantization-config
---attention-config --mm-ipc-gpu-memory-gb --model-weights --mamba-cache-philox-rounds
+--attention-config --model-weights --mamba-cache-philox-rounds
 --watermark --diffusion-config --mm-encoder-fp8-scale-path --mm-encoder-fp8-scale-save-margin
 --mm-encoder-fp8-scale-save-path --quantization-param-path
 --replayssm-buffer-len --engram-config --aux-output-config --mm-processor-device
