@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import ceil
 
 from .errors import UsageError
-from .model import MLA, SLIDING, ModelSpec
+from .model import SLIDING, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 

@@ -15,7 +15,7 @@ from ..core.provenance import Source
 from ..errors import SourceError
 from . import families
 from ._fields import LIMITS, Fields
-from .layers import Arch, Body, build_decoder
+from .layers import GEMMA3N_TYPES, GEMMA3N_WIDTHS, Arch, Body, build_decoder
 from .quant import quant_from_config
 from .vision import vision_from_config
 
@@ -40,16 +40,16 @@ KNOWN_GENERIC = {
     "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen2_vl",
     "qwen2_5_vl", "qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl", "qwen3_vl_text",
     "qwen3_vl_moe", "qwen3_vl_moe_text", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4",
-    "gemma4_text", "gemma3n", "gemma3n_text", "phi3", "granite", "granitemoe", "granitemoeshared", "glm", "glm4", "glm4_moe",
-    "minimax_m2", "llama4", "llama4_text", "apertus", "apertus1p5_text", "exaone", "exaone4",
+    "gemma4_text", "gemma3n", "gemma3n_text", "phi3", "granite", "granitemoe", "granitemoeshared",
+    "glm", "glm4", "glm4_moe", "minimax_m2", "llama4", "llama4_text", "apertus", "apertus1p5_text", "exaone", "exaone4",
     "olmo", "olmo2", "olmoe", "gpt_oss", "internlm2", "starcoder2", "cohere", "cohere2",
     "mistral3", "deepseek", "yi", "dots1", "ernie4_5", "ernie4_5_moe", "seed_oss", "hunyuan",
     "stablelm", "nemotron", "phimoe", "arcee", "smollm3", "olmo3", "mimo", "mimo_v2_flash",
     "bailing_moe", "bailing_moe_v2", "hunyuan_v1_dense", "hunyuan_v1_moe", "ministral"}
 GPT2_TYPES = {"gpt2", "gpt_bigcode", "bloom"}
 # model types whose transformers config defaults tie_word_embeddings to True
-TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma4_text", "gemma3n_text", "opt", "gpt2", "gpt_bigcode",
-                   "bloom", "cohere", "cohere2", "lfm2"}
+TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3_text", "gemma4_text", "gemma3n_text", "opt",
+                   "gpt2", "gpt_bigcode", "bloom", "cohere", "cohere2", "lfm2"}
 MAMBA_ONLY_TYPES = {"mamba", "falcon_mamba"}
 DECI_TYPES = {"nemotron-nas", "deci", "decilm"}
 
@@ -109,11 +109,11 @@ def text_view(top: Fields) -> tuple[Fields, str]:
     mt = merged.get("model_type")
     if isinstance(mt, str) and mt in PER_LAYER_LIST_TYPES:
         _collapse_per_layer(merged, top.where)
-    if mt in ("gemma3n", "gemma3n_text") and isinstance(merged.get("intermediate_size"), list):
+    if mt in GEMMA3N_TYPES and isinstance(merged.get("intermediate_size"), list):
         # NOTE: vLLM gemma3n.py reads `config.intermediate_size[layer_idx]` (MatFormer slices
         # may differ by layer): the list goes to the layers, the largest width is the model's.
         widths = merged["intermediate_size"]
-        merged["intermediate_size_per_layer"] = widths
+        merged[GEMMA3N_WIDTHS] = widths
         merged["intermediate_size"] = max((w for w in widths if isinstance(w, int)
                                            and not isinstance(w, bool)), default=None)
     defaulted = []

@@ -112,8 +112,9 @@ def build_longcat(a: Arch) -> Body:
     att = AttentionSpec(kind=MLA, mla_kv_lora_rank=kv_rank, mla_rope_head_dim=dims["rope"],
                         mla_qk_nope_head_dim=dims["nope"], cache_layers=2)
     layers = [LayerSpec(att, LayerParams(**p, router_fp32=True)) for _ in range(a.num_layers)]
+    zero = scored - moe.num_experts
     a.notes.append("two MLA attentions and two dense MLPs per decoder layer (2 x "
-                   f"{a.num_layers} KV cache layers), {moe.num_experts} experts + {scored - moe.num_experts} "
+                   f"{a.num_layers} KV cache layers), {moe.num_experts} experts + {zero} "
                    "weightless zero experts in an fp32 router")
     return standard_body(a, layers, moe, num_kv_heads=nh, head_dim=dims["nope"] + dims["rope"])
 

@@ -349,6 +349,9 @@ def _lm_head_vocab(a: Arch) -> int:
 
 
 GEMMA3N_TYPES = ("gemma3n", "gemma3n_text")
+# the per-layer MLP widths of a Gemma-3n config, kept by config.text_view beside the scalar
+# `intermediate_size` the dimensions read
+GEMMA3N_WIDTHS = "intermediate_size (per layer)"
 
 
 class _Gemma4:
@@ -416,7 +419,7 @@ class _Gemma3n(_Gemma4):
         t = a.t
         self.altup = t.int("altup_num_inputs", default=4, lo=1, hi=64)
         self.laurel = t.int("laurel_rank", default=64, lo=0, hi=LIMITS["hidden"])
-        self.widths = t.int_list("intermediate_size_per_layer", lo=1, hi=LIMITS["intermediate"])
+        self.widths = t.int_list(GEMMA3N_WIDTHS, lo=1, hi=LIMITS["intermediate"])
         if self.widths is not None and len(self.widths) < a.num_layers:
             raise t.error(f"intermediate_size lists {len(self.widths)} widths for "
                           f"{a.num_layers} layers")
