@@ -8,7 +8,7 @@ the weights on each rank without knowing the architecture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from math import prod
 
 from .provenance import Source
@@ -91,15 +91,15 @@ class AttentionSpec:
         return self.mamba is not None and self.kind != MAMBA
 
     def kv_bytes_per_token(self, tp: int, dtype_bytes: float) -> int:
-        """KV bytes one token costs in this layer on one TP rank (0 for MAMBA/NONE);
-        `dtype_bytes` per element (9/16 for nvfp4).
+        """KV bytes one token costs in this layer (all its `cache_layers`) on one TP rank (0
+        for MAMBA/NONE); `dtype_bytes` per element (9/16 for nvfp4).
 
         NOTE: when TP > KV heads vLLM replicates one head per rank (max(1, H_kv // tp));
         MLA's latent is replicated on every rank, so it does not shrink with TP.
         """
-        if self.cache_layers != 1:
-            one = replace(self, cache_layers=1)
-            return self.cache_layers * one.kv_bytes_per_token(tp, dtype_bytes)
+        return self.cache_layers * self._cache_layer_bytes(tp, dtype_bytes)
+
+    def _cache_layer_bytes(self, tp: int, dtype_bytes: float) -> int:
         if self.kind in (FULL, SLIDING, CHUNKED):
             heads = max(1, (self.num_kv_heads or 0) // tp)
             v_dim = self.v_head_dim if self.v_head_dim is not None else self.head_dim
