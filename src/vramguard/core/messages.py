@@ -21,6 +21,7 @@ def gib_text(n_bytes: float, rules: VllmRules) -> str:
 
 
 def _r2(n_bytes: float) -> str:
+    """GiB as vLLM prints them (`round(b / GiB, 2)`; 0.27+'s `format_gib`)."""
     return str(round(n_bytes / _GIB, 2))
 
 
@@ -234,11 +235,6 @@ def capacity_log(rules: VllmRules, num_blocks: int, tokens: int, max_model_len: 
     return (f"{device} KV cache size: {size} tokens, {conc}",)
 
 
-def _fmt_gib(b: int) -> str:
-    """vLLM's `format_gib` (utils/mem_utils.py): `round(b / GiB, 2)` as Python prints it."""
-    return f"{round(b / _GIB, 2)}"
-
-
 # NOTE: vLLM's per-API-server decoder budget when no GPU video backend is set (128 MiB decoder
 # cache + a 1.8 GiB CUDA context; printed, not reserved)
 MM_IPC_PER_SERVER_BYTES = 128 * (1 << 20) + int(1.8 * 1024 * (1 << 20))
@@ -247,11 +243,11 @@ MM_IPC_PER_SERVER_BYTES = 128 * (1 << 20) + int(1.8 * 1024 * (1 << 20))
 def mm_ipc_log(reserved_bytes: int, remaining_bytes: int) -> str:
     """The reservation line of --mm-ipc-gpu-memory-gb (0.25+; one API server, no GPU video
     decoder)."""
-    r = _fmt_gib(reserved_bytes)
+    r = _r2(reserved_bytes)
     return (f"Reserving {r} GiB of GPU memory for frontend multimodal decoding ({r} GiB "
             f"raw-frame semaphore budget, 0.0 GiB decoder+CUDA-context across 1 API server(s) "
-            f"@ {_fmt_gib(MM_IPC_PER_SERVER_BYTES)} GiB/server); KV cache memory reduced to "
-            f"{_fmt_gib(remaining_bytes)} GiB.")
+            f"@ {_r2(MM_IPC_PER_SERVER_BYTES)} GiB/server); KV cache memory reduced to "
+            f"{_r2(remaining_bytes)} GiB.")
 
 
 def mm_ipc_message(rules: VllmRules, reserved_bytes: int, kv_bytes: int) -> str:
@@ -259,9 +255,9 @@ def mm_ipc_message(rules: VllmRules, reserved_bytes: int, kv_bytes: int) -> str:
     fix = ("Reduce mm_ipc_gpu_memory_gb or hw_decoders, use a different video backend, or "
            if rules.mm_ipc_reserve == "0.27" else
            "Reduce mm_ipc_gpu_memory_gb, use a different video backend, or ")
-    r = _fmt_gib(reserved_bytes)
+    r = _r2(reserved_bytes)
     return (f"frontend multimodal GPU decoding reserves {r} GiB ({r} GiB raw-frame "
-            f"budget, 0.0 GiB decoder cache budget), but only {_fmt_gib(kv_bytes)} GiB is "
+            f"budget, 0.0 GiB decoder cache budget), but only {_r2(kv_bytes)} GiB is "
             f"available for the KV cache. {fix}increase gpu_memory_utilization.")
 
 

@@ -319,9 +319,11 @@ class _Walk(PlanReport):
         for st in self.stages:
             st.kv = self._kv_bytes(st)
         self._load_and_profile()
-        if self.mm_reserve and self.fail is None and min(st.kv for st in self.stages) <= 0:
-            k = min(st.kv for st in self.stages) + self.mm_reserve
-            self._failed(F.NO_KV_MEMORY, msg.mm_ipc_message(self.rules, self.mm_reserve, k))
+        if self.mm_reserve and self.fail is None:
+            k = min(st.kv for st in self.stages)
+            if k <= 0:
+                self._failed(F.NO_KV_MEMORY,
+                             msg.mm_ipc_message(self.rules, self.mm_reserve, k + self.mm_reserve))
         kv_cap = None
         if self.fail is None:
             kv_cap = self._capacity()
