@@ -117,6 +117,13 @@ def torch_oom_text(alloc_bytes: int, total_bytes: int, free_bytes: int) -> str:
             f"{max(free_bytes, 0) / _GIB:.2f} GiB is free.")
 
 
+def unsupported_arch_message(arch: str) -> str:
+    """vLLM before 0.7.2 for an architecture outside its registry (the registry's list of
+    names that follows in vLLM's text is left out)."""
+    return (f"Model architectures ['{arch}'] are not supported for now. Supported "
+            "architectures: [...]")
+
+
 def sampler_oom_message(num_reqs: int) -> str:
     return (f"CUDA out of memory occurred when warming up sampler with {num_reqs} dummy requests. "
             "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "

@@ -13,6 +13,7 @@ from . import failures as F
 from . import kv as kvm
 from . import messages as msg
 from ._frozen import maker, replacer
+from .arch_support import native_releases, not_native
 # NOTE: sources as text (effective.py: Enum.value is too slow for the tuner's hot path)
 from .effective import DEFAULT, DERIVED, USER
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
@@ -224,6 +225,20 @@ class PlanReport:
                 + (" and the block size covers the larger page" if self.rules.kv_skip_align
                    else "") + ".")
 
+    def _arch_note(self) -> list[str]:
+        """The architecture outside this release's registry (plans go on from 0.7.2, where
+        vLLM falls back to its Transformers backend, and for development builds)."""
+        arch = self.spec.architecture
+        if not not_native(arch, self.version):
+            return []
+        then = (f"vLLM {self.version} loads it through its Transformers backend when the "
+                "installed transformers implements it compatibly, else it stops at startup"
+                if self.rules.transformers_fallback else
+                "a development build may have it; the release stops at startup")
+        return [f"{arch} is not in vLLM {self.version}'s model registry (implemented by vLLM "
+                f"{native_releases(arch)}): {then}. The terms here are for a native "
+                "implementation."]
+
     def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
         st = min(self.stages, key=lambda x: x.kv)
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
@@ -236,6 +251,7 @@ class PlanReport:
                 else f" (total minus ~{g(self.ctx)} CUDA context"
                      + (" and NCCL" if self.rules.snapshot_after_nccl and self.s.world_size > 1
                         else "") + ")."))]
+        out += self._arch_note()
         out.append(f"Weights per rank {g(st.weights.value_bytes)} ({st.weights.source.value}: "
                    f"{st.weights.note}).")
         out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"

@@ -223,6 +223,9 @@ class VllmRules:
     # encoder is not profiled; 0.8.3 keeps the multimodal data (warning only)
     v0_mm_dropped_when_long: bool = False
     kv_cache_memory_flag: bool = False       # --kv-cache-memory-bytes (0.10.2+)
+    # 0.7.2+: an architecture outside the model registry falls back to the Transformers backend
+    # (registry.py `_normalize_archs`); before, vLLM stops: "... are not supported for now"
+    transformers_fallback: bool = False
     # --mm-ipc-gpu-memory-gb (0.25+): taken from the KV budget of a multimodal model after the
     # "Available KV cache memory" line; "0.25" | "0.27" (the refusal's wording)
     mm_ipc_reserve: str | None = None

@@ -66,6 +66,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
     ("0.7.2", "v0", {"v0_mla_align_bytes": 256},
      "MLA cache entries padded to 256 bytes on CUDA (worker/cache_engine.py align_to_256bytes)"),
+    ("0.7.2", "both", {"transformers_fallback": True},
+     "an architecture outside the registry falls back to the Transformers backend "
+     "(model_executor/models/registry.py _normalize_archs; model_loader/utils.py)"),
     ("0.7.3", "both", {"usage_metric": "vllm:gpu_cache_usage_perc"}, "v1 metrics (§12)"),
     ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
      "Mamba state: max_num_seqs slots with --enforce-eager"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import _memo
 from . import messages as msg
+from .arch_support import native_releases, not_native
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
@@ -27,6 +28,8 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     """vLLM's own checks of `s` for the release `version` (shown in the messages; default:
     the row's first release)."""
     version = version or rules.version
+    if not rules.transformers_fallback:
+        _check_architecture(spec, version)
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
@@ -80,6 +83,22 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
                          f"than or equal to max_num_seqs ({s.max_num_seqs}).",
                          where="--max-num-batched-tokens")
+
+
+def is_dev_build(version: str) -> bool:
+    """A development build ("0.6.4.dev12+g…"): it may have architectures its release lacks."""
+    return "dev" in version.lower()
+
+
+def _check_architecture(spec: ModelSpec, version: str) -> None:
+    """Before 0.7.2 vLLM stops when its registry lacks the architecture (no Transformers
+    fallback yet)."""
+    arch = spec.architecture
+    if is_dev_build(version) or not not_native(arch, version):
+        return
+    raise UsageError(msg.unsupported_arch_message(arch), where="--vllm-version",
+                     fix=f"{arch} is implemented by vLLM {native_releases(arch)}; "
+                         "use such a release")
 
 
 def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
