@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Regenerate src/vramguard/core/arch_registry.py: which vLLM releases implement each model
-architecture natively, read from each release's model registry.
+"""Regenerate src/vramguard/core/arch_registry.py and quant_registry.py from vLLM's released
+sources: which releases implement each model architecture natively (the model registry), and
+the minimum GPU compute capability of each quantization method by release.
 
 Input: a folder with one sub-folder per release, named by its version (e.g. `0.8.5`,
 `0.10.1.1`), holding that release's `vllm/model_executor/models/registry.py` (0.6.3+) or
-`vllm/model_executor/models/__init__.py` (older) anywhere below it, e.g. extracted from the
+`vllm/model_executor/models/__init__.py` (older), and its
+`vllm/model_executor/layers/quantization/` files, anywhere below it, e.g. extracted from the
 release's sdist on PyPI:
 
     tar -xzf vllm-0.8.5.tar.gz -C releases/0.8.5 --wildcards '*/models/registry.py' \
-        '*/models/__init__.py'
+        '*/models/__init__.py' '*/layers/quantization/*.py' '*/layers/quantization/*/*.py'
 
 The registry's architecture tables are the module-level dicts whose names end in `_MODELS`
 and whose values are `(module, class)` tuples; ROCm and out-of-tree tables, and the
@@ -16,8 +18,14 @@ and whose values are `(module, class)` tuples; ROCm and out-of-tree tables, and 
 Sub-releases (0.10.1 and 0.10.1.1, 0.6.3 and 0.6.3.post1) are merged into one x.y.z entry:
 an architecture in any of them counts.
 
+Quantization: the method names are the keys of the release's name -> config class table
+(`QUANTIZATION_METHODS` / `method_to_config` in `layers/quantization/__init__.py`); a method's
+minimum capability is what its config class's `get_min_capability` returns (inherited from a
+base class when not overridden; only integer constants are kept), and its name in vLLM's
+message is the class's `get_name()`. Releases without quantization files are skipped there.
+
 Usage:
-    python scripts/vllm_registry.py RELEASES_DIR [--write src/vramguard/core/arch_registry.py]
+    python scripts/vllm_registry.py RELEASES_DIR [--write-dir src/vramguard/core]
 Standard library only.
 """
 from __future__ import annotations
@@ -30,7 +38,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = ROOT / "src" / "vramguard" / "core" / "arch_registry.py"
 _SKIP_TABLES = ("ROCM", "OOT", "UNSUPPORTED", "PREVIOUSLY")
 
 
@@ -70,6 +77,75 @@ def _tables(source: str) -> set[str]:
     return out
 
 
+def _returned(fn: ast.FunctionDef) -> ast.expr | None:
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return) and node.value is not None:
+            return node.value
+    return None
+
+
+def _quant_classes(folder: Path) -> dict[str, tuple]:
+    """Class name -> (get_name() text, get_min_capability() int, base class names)."""
+    info: dict[str, tuple] = {}
+    for path in sorted(folder.rglob("*.py")):
+        if "layers/quantization" not in path.as_posix():
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            fns = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+            name = _returned(fns["get_name"]) if "get_name" in fns else None
+            cap = _returned(fns["get_min_capability"]) if "get_min_capability" in fns else None
+            info[cls.name] = (
+                name.value if isinstance(name, ast.Constant) else None,
+                cap.value if isinstance(cap, ast.Constant) and type(cap.value) is int else
+                ("?" if cap is not None else None),
+                [b.id for b in cls.bases if isinstance(b, ast.Name)])
+    return info
+
+
+def _inherited(info: dict[str, tuple], cls: str, field: int):
+    seen: set[str] = set()
+    while cls in info and cls not in seen:
+        seen.add(cls)
+        if info[cls][field] is not None:
+            return info[cls][field]
+        cls = info[cls][2][0] if info[cls][2] else ""
+    return None
+
+
+def _method_table(folder: Path) -> dict[str, str]:
+    """The largest str -> class-name dict literal in `layers/quantization/__init__.py`."""
+    best: dict[str, str] = {}
+    for path in folder.rglob("__init__.py"):
+        if not path.parent.as_posix().endswith("layers/quantization"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Dict) and node.keys
+                    and all(isinstance(k, ast.Constant) for k in node.keys)
+                    and all(isinstance(v, ast.Name) for v in node.values)):
+                table = {k.value: v.id for k, v in zip(node.keys, node.values)}
+                best = table if len(table) > len(best) else best
+    return best
+
+
+def quant_capabilities(folder: Path) -> dict[str, tuple[int, str]] | None:
+    """Method -> (minimum capability, the name vLLM reports) for one release; None when the
+    release's quantization files are not there."""
+    table = _method_table(folder)
+    if not table:
+        return None
+    info = _quant_classes(folder)
+    out = {}
+    for method, cls in table.items():
+        cap, name = _inherited(info, cls, 1), _inherited(info, cls, 0)
+        if type(cap) is int and cap > 0 and isinstance(name, str):
+            out[method] = (cap, name)
+    return out
+
+
 def spans(present: list[bool], releases: list[str]) -> str:
     """'0.4.1-' (from 0.4.1 on), '0.6.2-0.10.2' (last release with it), comma-separated."""
     out, start = [], None
@@ -84,6 +160,7 @@ def spans(present: list[bool], releases: list[str]) -> str:
 
 
 def render(by_release: dict[tuple[int, int, int], set[str]]) -> str:
+    """arch_registry.py."""
     releases = [".".join(map(str, k)) for k in sorted(by_release)]
     sets = [by_release[k] for k in sorted(by_release)]
     archs = sorted(set().union(*sets))
@@ -93,6 +170,29 @@ def render(by_release: dict[tuple[int, int, int], set[str]]) -> str:
             + "# architecture -> the examined releases whose registry implements it: "
               "'A-' from A on,\n# 'A-B' from A to B (the last one with it), comma-separated.\n"
             + "NATIVE: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n")
+
+
+def render_quant(by_release: dict[tuple[int, int, int], dict]) -> str:
+    """quant_registry.py: per method, the releases where its minimum capability or reported
+    name changes ('-': no integer minimum from that release on)."""
+    keys = sorted(by_release)
+    methods = sorted(set().union(*(by_release[k] for k in keys)))
+    lines = []
+    for m in methods:
+        parts, last = [], None
+        for k in keys:
+            cur = by_release[k].get(m)
+            if cur != last:
+                v = ".".join(map(str, k))
+                parts.append(f"{v}:{cur[0]}:{cur[1]}" if cur else f"{v}:-")
+                last = cur
+        lines.append(f'    "{m}": "{",".join(parts)}",')
+    examined = [".".join(map(str, k)) for k in keys]
+    return (_QUANT_HEADER + "QUANT_EXAMINED: tuple[str, ...] = (\n" + _wrap(
+        [f'"{r}"' for r in examined]) + ")\n\n"
+        + "# method -> 'release:minimum capability:name in vLLM's message' from that release on\n"
+        + "# ('release:-': none from there), comma-separated.\n"
+        + "MIN_CAPABILITY: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n")
 
 
 def _wrap(items: list[str], width: int = 92) -> str:
@@ -114,26 +214,43 @@ reads it).
 """
 
 '''
+_QUANT_HEADER = '''"""The minimum GPU compute capability (major x 10 + minor) of each vLLM quantization method,
+by release: what the method's config class returns from `get_min_capability()`, which vLLM
+compares with the GPU's before loading ("The quantization method ... is not supported for the
+current GPU"), as read from the released sources.
+
+Generated by scripts/vllm_registry.py; do not edit by hand. Pure data (`core/arch_support.py`
+reads it).
+"""
+
+'''
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("releases", type=Path)
-    ap.add_argument("--write", type=Path, default=None)
+    ap.add_argument("--write-dir", type=Path, default=None,
+                    help="write arch_registry.py and quant_registry.py there")
     args = ap.parse_args(argv)
-    by_release: dict[tuple[int, int, int], set[str]] = {}
+    archs: dict[tuple[int, int, int], set[str]] = {}
+    quant: dict[tuple[int, int, int], dict] = {}
     for sub in sorted(p for p in args.releases.iterdir() if p.is_dir()):
-        archs = registry_archs(sub)
-        if not archs:
+        found = registry_archs(sub)
+        if not found:
             print(f"no registry under {sub}", file=sys.stderr)
             return 1
-        by_release.setdefault(release_key(sub.name), set()).update(archs)
-    text = render(by_release)
-    if args.write:
-        args.write.write_text(text, encoding="utf-8")
-        print(f"wrote {args.write}: {len(by_release)} releases", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+        key = release_key(sub.name)
+        archs.setdefault(key, set()).update(found)
+        caps = quant_capabilities(sub)
+        if caps is not None:
+            quant.setdefault(key, {}).update(caps)
+    texts = {"arch_registry.py": render(archs), "quant_registry.py": render_quant(quant)}
+    for name, text in texts.items():
+        if args.write_dir:
+            (args.write_dir / name).write_text(text, encoding="utf-8")
+            print(f"wrote {args.write_dir / name}", file=sys.stderr)
+        else:
+            sys.stdout.write(f"# ---- {name}\n{text}")
     return 0
 
 

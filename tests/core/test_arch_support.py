@@ -1,5 +1,6 @@
-"""Which releases implement an architecture (the generated registry table), vLLM's refusal
-before its Transformers fallback (0.7.2), and the plan's note from 0.7.2 on."""
+"""What a release supports (the tables generated from vLLM's sources): which releases
+implement an architecture, vLLM's refusal before its Transformers fallback (0.7.2) and the
+plan's note from 0.7.2 on; the minimum compute capability of a quantization method."""
 
 import importlib.util
 import sys
@@ -10,7 +11,9 @@ import pytest
 
 from core_specs import dense
 from vramguard.core import arch_registry
-from vramguard.core.arch_support import native_releases, not_native
+from vramguard.core.arch_support import (first_release_for, native_releases, not_native,
+                                         quant_min_capability)
+from vramguard.core.model import QuantSpec
 from vramguard.core.gpu_catalog import lookup_gpu
 from vramguard.core.planner import plan
 from vramguard.core.rules import parse_version
@@ -92,6 +95,27 @@ def _generator():
     return mod
 
 
+_QUANT_INIT = '''
+from .fp8 import Fp8Config
+QUANTIZATION_METHODS = {"fp8": Fp8Config, "fp8_alias": Fp8Config, "odd": OddConfig}
+'''
+_QUANT_FP8 = '''
+class Base:
+    @classmethod
+    def get_min_capability(cls) -> int:
+        return %d
+
+class Fp8Config(Base):
+    @classmethod
+    def get_name(cls):
+        return "fp8"
+
+class OddConfig:
+    def get_name(self):
+        return "odd"
+    def get_min_capability(self):
+        return current_platform.thing()
+'''
 _REG = '''
 _TEXT_GENERATION_MODELS = {"LlamaForCausalLM": ("llama", "LlamaForCausalLM"), %s}
 _ROCM_UNSUPPORTED_MODELS = {"RocmOnlyForCausalLM": ("x", "y")}
@@ -100,17 +124,80 @@ _VLLM_MODELS = {**_TEXT_GENERATION_MODELS}
 '''
 
 
-def test_the_generator_reads_registry_tables(tmp_path):
+def test_the_generator_reads_registry_and_quantization_tables(tmp_path):
     gen = _generator()
-    for name, extra in (("0.5.0", ""), ("0.6.0", '"NewForCausalLM": ("new", "New")'),
-                        ("0.6.0.post1", '"PostForCausalLM": ("p", "P")'), ("0.7.0", "")):
-        d = tmp_path / "rel" / name / f"vllm-{name}" / "vllm" / "model_executor" / "models"
-        d.mkdir(parents=True)
-        (d / "registry.py").write_text(_REG % extra)
-    out = tmp_path / "arch_registry.py"
-    assert gen.main([str(tmp_path / "rel"), "--write", str(out)]) == 0
+    for name, extra, cap in (("0.5.0", "", 89), ("0.6.0", '"NewForCausalLM": ("new", "New")', 80),
+                             ("0.6.0.post1", '"PostForCausalLM": ("p", "P")', 0),
+                             ("0.7.0", "", 80)):
+        vllm = tmp_path / "rel" / name / f"vllm-{name}" / "vllm" / "model_executor"
+        (vllm / "models").mkdir(parents=True)
+        (vllm / "models" / "registry.py").write_text(_REG % extra)
+        if cap:
+            (vllm / "layers" / "quantization").mkdir(parents=True)
+            (vllm / "layers" / "quantization" / "__init__.py").write_text(_QUANT_INIT)
+            (vllm / "layers" / "quantization" / "fp8.py").write_text(_QUANT_FP8 % cap)
+    out = tmp_path / "core"
+    out.mkdir()
+    assert gen.main([str(tmp_path / "rel"), "--write-dir", str(out)]) == 0
     ns: dict = {}
-    exec(out.read_text(), ns)
+    exec((out / "arch_registry.py").read_text(), ns)
     assert ns["EXAMINED"] == ("0.5.0", "0.6.0", "0.7.0")
     assert ns["NATIVE"] == {"LlamaForCausalLM": "0.5.0-", "NewForCausalLM": "0.6.0-0.6.0",
                             "PostForCausalLM": "0.6.0-0.6.0"}
+    exec((out / "quant_registry.py").read_text(), ns)
+    assert ns["QUANT_EXAMINED"] == ("0.5.0", "0.6.0", "0.7.0")
+    # inherited minimum; the name from get_name(); a computed minimum is not kept
+    assert ns["MIN_CAPABILITY"] == {"fp8": "0.5.0:89:fp8,0.6.0:80:fp8",
+                                    "fp8_alias": "0.5.0:89:fp8,0.6.0:80:fp8"}
+
+
+@pytest.mark.parametrize("method, version, expect", [
+    ("fp8", "0.4.1", (90, "fp8")),
+    ("fp8", "0.13.0", (80, "fp8")),
+    ("fp8", "0.14.0", (75, "fp8")),          # Marlin on Turing
+    ("fp8", "0.4.0", None),                  # older than the oldest examined
+    ("awq", "0.23.0", (75, "awq")),
+    ("awq", "0.24.0", (75, "auto_awq")),     # AutoAWQConfig reports its own name
+    ("auto_round", "0.9.0", (60, "auto-round")),   # vLLM spells it with a dash
+    ("gguf", "0.24.0", None),                # not in 0.24's method table
+    ("no_such_method", "0.33.0", None),
+    (None, "0.33.0", None),
+])
+def test_quant_min_capability(method, version, expect):
+    assert quant_min_capability(method, version) == expect
+
+
+def test_first_release_for_a_capability():
+    assert first_release_for("fp8", 75) == "0.14.0"
+    assert first_release_for("fp8", 70) is None
+    assert first_release_for("fp8", 89) == "0.4.2"
+    assert first_release_for("gguf", 80) is None       # gone from 0.24
+
+
+def test_a_gpu_below_the_methods_minimum_is_refused_in_vllms_words():
+    spec, v100 = dense("Qwen/Qwen2.5-7B-Instruct"), lookup_gpu("V100-16GB")
+    with pytest.raises(UsageError) as exc:
+        plan(spec, Settings(quantization="fp8"), v100, vllm_version="0.13.0")
+    assert exc.value.what == ("The quantization method fp8 is not supported for the current "
+                              "GPU. Minimum capability: 80. Current capability: 70.")
+    assert exc.value.where == "--quantization"
+    t4 = lookup_gpu("T4")
+    with pytest.raises(UsageError) as exc:
+        plan(spec, Settings(quantization="fp8"), t4, vllm_version="0.13.0")
+    assert "vLLM 0.14.0 and newer run it on this GPU" in exc.value.fix
+    short = Settings(quantization="fp8", max_model_len=4096)
+    assert plan(spec, short, t4, vllm_version="0.14.0").outcome.ok
+
+
+def test_a_checkpoints_method_is_checked_too():
+    awq = replace(dense("Qwen/Qwen2.5-7B-Instruct-AWQ"),
+                  quant=QuantSpec(method="awq", bits=4, group_size=128,
+                                  linear_bytes_per_param=0.53))
+    with pytest.raises(UsageError) as exc:
+        plan(awq, Settings(), lookup_gpu("V100-32GB"), vllm_version="0.24.0")
+    assert exc.value.where == "quantization_config"
+    assert exc.value.what.startswith("The quantization method auto_awq is not supported")
+    short = Settings(max_model_len=4096)
+    assert plan(awq, short, lookup_gpu("T4"), vllm_version="0.24.0").outcome.ok
+    # AMD reports its own capabilities; vLLM's check is not modelled there
+    assert plan(awq, short, lookup_gpu("MI300X"), vllm_version="0.24.0").outcome.ok

@@ -144,6 +144,19 @@ def test_70b_bf16_on_one_h100_proposes_tp2_or_fp8_on_one_card():
     assert any("needs 2 GPUs" in n for n in rec.notes)
 
 
+def test_no_fp8_weights_on_a_gpu_vllm_refuses_them_for():
+    """vLLM checks the method's minimum compute capability (fp8: 8.0 up to 0.13, 7.5 from
+    0.14): on a V100 (7.0) no fp8-weights option is offered; on a T4 (7.5) only from 0.14."""
+    model = "Qwen/Qwen2.5-7B-Instruct"
+    for gpu, version, offered in (("V100-32GB", None, False), ("T4", "0.13.0", False),
+                                  ("T4", "0.14.0", True)):
+        res = tune(request(model, gpu, workload=Workload(500, 1000, 2000),
+                           vllm_version=version))
+        fp8 = [o for o in res.options if o.settings.quantization == "fp8"]
+        assert bool(fp8) is offered, (gpu, version)
+        assert res.recommended is not None
+
+
 def test_half_b_model_on_h100_is_capped_by_vllm_not_memory():
     model = "Qwen/Qwen2.5-0.5B"
     res = tune(request(model, "H100-80GB", workload=Workload(500, 1500, 3000)))

@@ -1,5 +1,7 @@
-"""Whether a vLLM release implements a model architecture natively (`arch_registry.NATIVE`,
-read from each release's model registry), and what vLLM does when it does not.
+"""What a vLLM release supports, read from its released sources: whether it implements a model
+architecture natively (`arch_registry.NATIVE`, its model registry) and what it does when it
+does not; and the minimum GPU compute capability of a quantization method
+(`quant_registry.MIN_CAPABILITY`).
 
 Before 0.7.2 vLLM stops with "Model architectures [...] are not supported for now"; from 0.7.2
 an architecture outside the registry falls back to vLLM's Transformers backend, which works
@@ -12,9 +14,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .arch_registry import EXAMINED, NATIVE
+from .quant_registry import MIN_CAPABILITY, QUANT_EXAMINED
 from .rules import parse_version
 
-__all__ = ["native_releases", "not_native"]
+__all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for"]
 
 _V3 = tuple[int, int, int]
 
@@ -57,3 +60,43 @@ def not_native(arch: str | None, version: str) -> bool:
     if v < _FIRST:
         return False
     return not any(a <= v and (b is None or v <= b) for a, b in _spans(arch))
+
+
+@lru_cache(maxsize=None)
+def _quant_changes(method: str) -> tuple[tuple[_V3, int | None, str], ...]:
+    for name in (method, method.replace("_", "-"), method.replace("-", "_")):
+        text = MIN_CAPABILITY.get(name)
+        if text is not None:
+            break
+    else:
+        return ()
+    out = []
+    for part in text.split(","):
+        version, cap, *name = part.split(":")
+        out.append((_v3(version), None if cap == "-" else int(cap), name[0] if name else ""))
+    return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def quant_min_capability(method: str | None, version: str) -> tuple[int, str] | None:
+    """(minimum compute capability as major x 10 + minor, the method's name in vLLM's message)
+    for `method` in vLLM `version`; None when unknown (no such method or no integer minimum
+    in that release, or a release older than the oldest examined)."""
+    if not method:
+        return None
+    v = min(_v3(version), _v3(QUANT_EXAMINED[-1]))
+    found = None
+    for since, cap, name in _quant_changes(method):
+        if since <= v:
+            found = (cap, name) if cap is not None else None
+    return found
+
+
+def first_release_for(method: str, capability: int) -> str | None:
+    """The first examined release from which `method` runs at `capability` and goes on doing
+    so (None: none does)."""
+    first = None
+    for since, cap, _ in _quant_changes(method):
+        ok = cap is not None and cap <= capability
+        first = (first or ".".join(map(str, since))) if ok else None
+    return first

@@ -124,6 +124,12 @@ def unsupported_arch_message(arch: str) -> str:
             "architectures: [...]")
 
 
+def quant_capability_message(name: str, minimum: int, current: int) -> str:
+    """vLLM's refusal of a quantization method the GPU is too old for (every release)."""
+    return (f"The quantization method {name} is not supported for the current GPU. Minimum "
+            f"capability: {minimum}. Current capability: {current}.")
+
+
 def sampler_oom_message(num_reqs: int) -> str:
     return (f"CUDA out of memory occurred when warming up sampler with {num_reqs} dummy requests. "
             "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "

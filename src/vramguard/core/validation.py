@@ -2,21 +2,23 @@
 the release does not have, pydantic / config checks (heads divisible by TP, utilization in
 (0, 1], block sizes, the Mamba cache mode), before any memory is planned.
 
-Split from `planner`, which calls `validate` and `check_backend_block_size` first.
+Split from `planner`, which calls `validate`, `check_backend_block_size` and
+`check_quant_capability` first.
 """
 
 from __future__ import annotations
 
 from . import _memo
 from . import messages as msg
-from .arch_support import native_releases, not_native
+from .arch_support import (first_release_for, native_releases, not_native,
+                           quant_min_capability)
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["validate", "check_backend_block_size"]
+__all__ = ["validate", "check_backend_block_size", "check_quant_capability"]
 
 
 # NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
@@ -189,3 +191,24 @@ def check_backend_block_size(spec: ModelSpec, s: Settings, rules: VllmRules,
     if text is not None:
         raise UsageError(text, where="--block-size",
                          fix="Use a multiple of 16 (vLLM's attention backends need one)")
+
+
+def check_quant_capability(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: str) -> None:
+    """vLLM's check of the quantization method against the GPU's compute capability (NVIDIA;
+    the method's config class's `get_min_capability()` in that release)."""
+    method = s.quantization or (spec.quant.method if spec.quant is not None else None)
+    if not method or gpu.vendor != "nvidia" or gpu.compute_capability is None:
+        return
+    found = quant_min_capability(method, version)
+    major, minor = gpu.compute_capability
+    current = major * 10 + minor
+    if found is None or current >= found[0]:
+        return
+    minimum, name = found
+    later = first_release_for(method, current)
+    where = "--quantization" if s.quantization else "quantization_config"
+    raise UsageError(msg.quant_capability_message(name, minimum, current), where=where,
+                     fix=f"{gpu.name} has compute capability {major}.{minor}; {method} needs "
+                         f"{minimum // 10}.{minimum % 10} or newer in vLLM {version}"
+                         + (f" (vLLM {later} and newer run it on this GPU)" if later else "")
+                         + ". Use a newer GPU or a checkpoint without this quantization")
