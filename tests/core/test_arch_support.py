@@ -201,3 +201,31 @@ def test_a_checkpoints_method_is_checked_too():
     assert plan(awq, short, lookup_gpu("T4"), vllm_version="0.24.0").outcome.ok
     # AMD reports its own capabilities; vLLM's check is not modelled there
     assert plan(awq, short, lookup_gpu("MI300X"), vllm_version="0.24.0").outcome.ok
+
+
+def test_bf16_below_compute_capability_8_is_refused_in_vllms_words():
+    t4, a100 = lookup_gpu("T4"), lookup_gpu("A100-80GB")
+    bf16 = replace(dense("Qwen/Qwen2.5-3B-Instruct", layers=24, hidden=2048, heads=16),
+                   torch_dtype="bfloat16")
+    short = Settings(max_model_len=4096)
+    with pytest.raises(UsageError) as exc:
+        plan(bf16, Settings(dtype="bfloat16", max_model_len=4096), t4, vllm_version="0.33.0")
+    assert exc.value.what == (
+        "Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your "
+        "Tesla T4 GPU has compute capability 7.5. You can use float16 instead by explicitly "
+        "setting the `dtype` flag in CLI, for example: --dtype=half.")
+    assert exc.value.where == "--dtype"
+    # --dtype auto with a bfloat16 config: refused up to 0.9.0 (no space before `dtype` up
+    # to 0.7.3), float16 from 0.9.1
+    with pytest.raises(UsageError) as exc:
+        plan(bf16, short, t4, vllm_version="0.7.3")
+    assert "explicitly setting the`dtype` flag" in exc.value.what
+    assert exc.value.where == "config.json torch_dtype"
+    with pytest.raises(UsageError):
+        plan(bf16, short, t4, vllm_version="0.9.0")
+    assert plan(bf16, short, t4, vllm_version="0.9.1").outcome.ok
+    assert plan(bf16, Settings(dtype="half", max_model_len=4096), t4,
+                vllm_version="0.7.3").outcome.ok
+    assert plan(replace(bf16, torch_dtype="float16"), short, t4,
+                vllm_version="0.7.3").outcome.ok
+    assert plan(bf16, Settings(dtype="bfloat16", max_model_len=4096), a100).outcome.ok

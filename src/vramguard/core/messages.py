@@ -130,6 +130,14 @@ def quant_capability_message(name: str, minimum: int, current: int) -> str:
             f"capability: {minimum}. Current capability: {current}.")
 
 
+def bf16_capability_message(rules: VllmRules, gpu_name: str, major: int, minor: int) -> str:
+    """vLLM's refusal of bfloat16 on a GPU below compute capability 8.0."""
+    return ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0. "
+            f"Your {gpu_name} GPU has compute capability {major}.{minor}. You can use float16 "
+            "instead by explicitly setting the" + (" " if rules.bf16_msg_space else "")
+            + "`dtype` flag in CLI, for example: --dtype=half.")
+
+
 def sampler_oom_message(num_reqs: int) -> str:
     return (f"CUDA out of memory occurred when warming up sampler with {num_reqs} dummy requests. "
             "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing "

@@ -226,6 +226,12 @@ class VllmRules:
     # 0.7.2+: an architecture outside the model registry falls back to the Transformers backend
     # (registry.py `_normalize_archs`); before, vLLM stops: "... are not supported for now"
     transformers_fallback: bool = False
+    # bf16 on an NVIDIA GPU below compute capability 8.0 (worker `_check_if_gpu_supports_dtype`,
+    # later platforms/cuda.py): refused when asked for; with --dtype auto a bfloat16 config
+    # falls back to float16 from 0.9.1 (`_resolve_auto_dtype`), before it is refused too.
+    # The message's "setting the`dtype`" lacks a space before 0.8.0.
+    auto_dtype_fallback: bool = False
+    bf16_msg_space: bool = False
     # --mm-ipc-gpu-memory-gb (0.25+): taken from the KV budget of a multimodal model after the
     # "Available KV cache memory" line; "0.25" | "0.27" (the refusal's wording)
     mm_ipc_reserve: str | None = None

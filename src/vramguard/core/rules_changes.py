@@ -73,6 +73,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
      "Mamba state: max_num_seqs slots with --enforce-eager"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
+    ("0.8.0", "both", {"bf16_msg_space": True},
+     "'setting the `dtype` flag' (worker/worker.py _check_if_gpu_supports_dtype)"),
     ("0.8.0", "v0", {"v0_chunked_prefill_auto": False, "v0_mla_align_bytes": 0},
      "auto chunked prefill ends (§9: 0.5.5-0.7.3); MLA entry padding removed"),
     ("0.8.0", "both", {"default_engine": "v1", "v1_falls_back_below_cc80": True,
@@ -98,6 +100,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "--cuda-graph-sizes: one value N captures 1, 2, 4 and multiples of 8 up to N, several "
      "are the list (config.py SchedulerConfig, VllmConfig._set_cudagraph_sizes)"),
     ("0.9.0", "v1", {"sched_defaults": "v1_090", "hybrid_kv_manager": True}, "§9"),
+    ("0.9.1", "both", {"auto_dtype_fallback": True},
+     "--dtype auto: a bfloat16 config falls back to float16 where the GPU lacks bf16 "
+     "(config.py _resolve_auto_dtype)"),
     ("0.9.1", "v1", {"cudagraph_control": "use_cudagraph"},
      "compilation config `use_cudagraph: false` captures no graphs (level still forced to 3)"),
     ("0.9.1", "v1", {"whole_gpu": False, "free_memory_check": True, "msg_free_memory": "no_device",

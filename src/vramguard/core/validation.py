@@ -2,8 +2,8 @@
 the release does not have, pydantic / config checks (heads divisible by TP, utilization in
 (0, 1], block sizes, the Mamba cache mode), before any memory is planned.
 
-Split from `planner`, which calls `validate`, `check_backend_block_size` and
-`check_quant_capability` first.
+Split from `planner`, which calls `validate` and the GPU checks (`check_backend_block_size`,
+`check_quant_capability`, `check_dtype_capability`) first.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["validate", "check_backend_block_size", "check_quant_capability"]
+__all__ = ["validate", "check_backend_block_size", "check_quant_capability",
+           "check_dtype_capability"]
 
 
 # NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
@@ -212,3 +213,24 @@ def check_quant_capability(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: 
                          f"{minimum // 10}.{minimum % 10} or newer in vLLM {version}"
                          + (f" (vLLM {later} and newer run it on this GPU)" if later else "")
                          + ". Use a newer GPU or a checkpoint without this quantization")
+
+
+_BF16 = frozenset({"bfloat16", "bf16"})
+
+
+def check_dtype_capability(spec: ModelSpec, s: Settings, rules: VllmRules,
+                           gpu: GpuSpec) -> None:
+    """vLLM's refusal of bfloat16 on an NVIDIA GPU below compute capability 8.0: asked for
+    with --dtype, or (before 0.9.1) a bfloat16 config with --dtype auto."""
+    cc = gpu.compute_capability
+    if cc is None or cc[0] >= 8 or gpu.vendor != "nvidia":
+        return
+    asked = (s.dtype or "auto").lower()
+    auto_bf16 = (asked == "auto" and spec.torch_dtype == "bfloat16"
+                 and not rules.auto_dtype_fallback)
+    if asked not in _BF16 and not auto_bf16:
+        return
+    raise UsageError(msg.bf16_capability_message(rules, gpu.full_name or gpu.name, *cc),
+                     where="--dtype" if asked != "auto" else "config.json torch_dtype",
+                     fix="Pass --dtype half" + ("" if asked != "auto" else
+                                                " (vLLM 0.9.1+ falls back to float16 itself)"))
