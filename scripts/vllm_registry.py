@@ -37,7 +37,6 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 _SKIP_TABLES = ("ROCM", "OOT", "UNSUPPORTED", "PREVIOUSLY")
 
 

@@ -20,12 +20,7 @@ from .rules import parse_version
 __all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for"]
 
 _V3 = tuple[int, int, int]
-
-
-def _v3(text: str) -> _V3:
-    return parse_version(text)
-
-
+_v3 = parse_version
 _FIRST, _LAST = _v3(EXAMINED[0]), _v3(EXAMINED[-1])
 
 

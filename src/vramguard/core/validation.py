@@ -88,7 +88,7 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
                          where="--max-num-batched-tokens")
 
 
-def is_dev_build(version: str) -> bool:
+def _is_dev_build(version: str) -> bool:
     """A development build ("0.6.4.dev12+g…"): it may have architectures its release lacks."""
     return "dev" in version.lower()
 
@@ -97,7 +97,7 @@ def _check_architecture(spec: ModelSpec, version: str) -> None:
     """Before 0.7.2 vLLM stops when its registry lacks the architecture (no Transformers
     fallback yet)."""
     arch = spec.architecture
-    if is_dev_build(version) or not not_native(arch, version):
+    if _is_dev_build(version) or not not_native(arch, version):
         return
     raise UsageError(msg.unsupported_arch_message(arch), where="--vllm-version",
                      fix=f"{arch} is implemented by vLLM {native_releases(arch)}; "
