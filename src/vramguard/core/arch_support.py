@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .arch_registry import EXAMINED, NATIVE
-from .quant_registry import MIN_CAPABILITY, QUANT_EXAMINED
+from .quant_registry import MIN_CAPABILITY
 from .rules import parse_version
 
 __all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for"]
@@ -79,7 +79,7 @@ def quant_min_capability(method: str | None, version: str) -> tuple[int, str] | 
     in that release, or a release older than the oldest examined)."""
     if not method:
         return None
-    v = min(_v3(version), _v3(QUANT_EXAMINED[-1]))
+    v = _v3(version)        # NOTE: each entry holds from its release on, later ones included
     found = None
     for since, cap, name in _quant_changes(method):
         if since <= v:
