@@ -68,9 +68,12 @@ def test_ctrl_c_ends_cleanly_and_history_is_kept(tmp_path):
     db = tmp_path / "h.sqlite3"
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     with StubMetricsServer(steps) as stub:
+        # NOTE: Ctrl-C as a terminal delivers it: a test run started in the background (`&`
+        # without job control) ignores SIGINT, and the child would inherit that
         proc = subprocess.Popen([sys.executable, "-m", "vramguard", "watch", "--url", stub.url,
                                  "--no-gpu", "--interval", "0.2", "--json", "--record", str(db)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         lines = [proc.stdout.readline() for _ in range(3)]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=15)
