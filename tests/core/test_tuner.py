@@ -157,6 +157,25 @@ def test_no_fp8_weights_on_a_gpu_vllm_refuses_them_for():
         assert res.recommended is not None
 
 
+def test_bfloat16_config_on_a_t4_before_091_gets_dtype_half():
+    """vLLM < 0.9.1 refuses a bfloat16 config on a T4 with --dtype auto: the tuner runs
+    float16 (and says so); from 0.9.1 vLLM falls back itself; a pinned bfloat16 is refused."""
+    model = "Qwen/Qwen2.5-3B-Instruct"
+    wl = Workload(500, 1000, 2000)
+    res = tune(request(model, "T4", workload=wl, vllm_version="0.8.5"))
+    rec = res.recommended
+    assert rec is not None and rec.settings.dtype == "half"
+    assert "--dtype half" in command(rec, model)
+    assert any(n.startswith("--dtype half") for n in rec.notes)
+    s, p = replanned(rec, model, request(model, "T4", workload=wl, vllm_version="0.8.5"))
+    assert p.outcome.ok
+    rec = tune(request(model, "T4", workload=wl, vllm_version="0.9.1")).recommended
+    assert rec is not None and rec.settings.dtype == "auto"
+    with pytest.raises(UsageError, match="Bfloat16 is only supported"):
+        tune(request(model, "T4", workload=wl, vllm_version="0.8.5",
+                     base=pinned(dtype="bfloat16")))
+
+
 def test_half_b_model_on_h100_is_capped_by_vllm_not_memory():
     model = "Qwen/Qwen2.5-0.5B"
     res = tune(request(model, "H100-80GB", workload=Workload(500, 1500, 3000)))

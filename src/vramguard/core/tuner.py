@@ -236,7 +236,7 @@ def _one(ctx: _Ctx, tp: int, pp: int, variant: dict) -> Option | None:
 def _search(ctx: _Ctx, shapes: list[tuple[int, int]]) -> list[Option]:
     options = []
     for tp, pp in shapes:
-        for variant in _variants(ctx.req):
+        for variant in _variants(ctx):
             opt = _one(ctx, tp, pp, variant)
             if opt is not None:
                 options.append(opt)

@@ -128,8 +128,10 @@ def _gpus_for(req: TuneRequest, world: int) -> tuple[GpuTarget, float]:
     return deciding, u
 
 
-def _variants(req: TuneRequest) -> list[dict]:
-    """Flag combinations to try besides TP: KV dtype and (as alternatives) fp8 weights."""
+def _variants(ctx: _Ctx) -> list[dict]:
+    """Flag combinations to try besides TP: KV dtype and (as alternatives) fp8 weights; with
+    float16 where vLLM would refuse the config's bfloat16 (`needs_half`)."""
+    req = ctx.req
     kv = [req.base.kv_cache_dtype] if _pinned(req.base, "kv_cache_dtype") else ["auto", "fp8"]
     if req.spec.is_encoder_only and not _pinned(req.base, "kv_cache_dtype"):
         kv = ["auto"]       # NOTE: no KV cache to shrink
@@ -137,7 +139,18 @@ def _variants(req: TuneRequest) -> list[dict]:
     if (req.allow_quantization and not _pinned(req.base, "quantization")
             and req.spec.quant is None and req.base.quantization is None):
         quant.append("fp8")
-    return [{"kv_cache_dtype": k, "quantization": q} for q in quant for k in kv]
+    half = {"dtype": "half"} if needs_half(req, ctx.rules) else {}
+    return [{"kv_cache_dtype": k, "quantization": q, **half} for q in quant for k in kv]
+
+
+def needs_half(req: TuneRequest, rules) -> bool:
+    """--dtype auto with a bfloat16 config on an NVIDIA GPU below compute capability 8.0:
+    vLLM before 0.9.1 refuses it (`validation.check_dtype_capability`); --dtype half runs."""
+    if _pinned(req.base, "dtype") or rules.auto_dtype_fallback \
+            or req.spec.torch_dtype != "bfloat16" or (req.base.dtype or "auto") != "auto":
+        return False
+    return any(g.spec.vendor == "nvidia" and g.spec.compute_capability is not None
+               and g.spec.compute_capability[0] < 8 for g in req.gpus)
 
 
 
@@ -186,6 +199,9 @@ def _variant_notes(req: TuneRequest, s: Settings) -> tuple[str, ...]:
         notes.append("fp8 KV cache: twice the tokens, a small quality cost")
     if s.world_size > len(req.gpus):
         notes.append(f"needs {s.world_size} GPUs (given {len(req.gpus)})")
+    if s.dtype == "half" and not _pinned(req.base, "dtype"):
+        notes.append("--dtype half: this vLLM refuses the config's bfloat16 on a GPU below "
+                     "compute capability 8.0")
     if s.pipeline_parallel_size > 1 and not _pinned(req.base, "pipeline_parallel_size"):
         notes.append(f"pipeline parallel over {s.pipeline_parallel_size} stages "
                      "(across nodes: slower)")
