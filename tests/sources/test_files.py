@@ -215,3 +215,20 @@ def test_gguf_arrays_nested_too_deep_say_so(tmp_path):
     path.write_bytes(data + b"\0" * 64)
     with pytest.raises(SourceError, match="nests arrays more than 2 deep"):
         gguf_src.spec_from_gguf(path)
+
+
+def test_a_gguf_plans_only_with_the_releases_that_read_gguf(tmp_path):
+    """vLLM reads GGUF in 0.5.5-0.23; 0.24 removed it (the default, newest release too)."""
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.core.planner import plan
+    from vramguard.core.settings import Settings
+    from vramguard.errors import UsageError
+    path = tmp_path / "tiny.gguf"
+    write_gguf(path)
+    spec, gpu = gguf_src.spec_from_gguf(path), lookup_gpu("L4")
+    for version in (None, "0.24.0", "0.5.4"):
+        with pytest.raises(UsageError, match="cannot load a GGUF checkpoint") as exc:
+            plan(spec, Settings(), gpu, vllm_version=version)
+        assert "--vllm-version 0.23" in exc.value.fix
+    for version in ("0.5.5", "0.23.0"):
+        assert plan(spec, Settings(), gpu, vllm_version=version).outcome.ok

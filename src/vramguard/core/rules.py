@@ -231,6 +231,9 @@ class VllmRules:
     # falls back to float16 from 0.9.1 (`_resolve_auto_dtype`), before it is refused too.
     # The message's "setting the`dtype`" lacks a space before 0.8.0.
     auto_dtype_fallback: bool = False
+    # GGUF checkpoints load in 0.5.5-0.23 (quantization/gguf.py, the GGUF loader); 0.24 removed
+    # them from the tree (no `gguf` method, loader or config patching in its sources)
+    gguf_loader: bool = False
     bf16_msg_space: bool = False
     # --mm-ipc-gpu-memory-gb (0.25+): taken from the KV budget of a multimodal model after the
     # "Available KV cache memory" line; "0.25" | "0.27" (the refusal's wording)

@@ -33,6 +33,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
      "multimodal profile run: sequences = tokens // max mm tokens (model_runner.profile_run)"),
     ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
+    ("0.5.5", "both", {"gguf_loader": True},
+     "GGUF checkpoints (model_loader GGUFModelLoader, layers/quantization/gguf.py)"),
     ("0.6.0", "both", {"block_size_prog": "vllm serve"}, "the `vllm serve` entry point"),
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
     ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
@@ -279,6 +281,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "Model Runner V2 by default for Llama, Mistral, Qwen3 (config/vllm.py)"),
     ("0.23.0", "v1", {"block_size_positive": True},
      "block_size: int = Field(gt=0) (config/cache.py)"),
+    ("0.24.0", "v1", {"gguf_loader": False},
+     "GGUF removed: no `gguf` method, loader or config patching in 0.24's sources"),
     ("0.24.0", "v1", {"v2_dense_unquantized_only": False, "v2_archs": frozenset({
         "LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
         "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},

@@ -33,6 +33,11 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     version = version or rules.version
     if not rules.transformers_fallback:
         _check_architecture(spec, version)
+    if spec.checkpoint is not None and spec.checkpoint.format == "gguf" and not rules.gguf_loader:
+        raise UsageError(f"vLLM {version} cannot load a GGUF checkpoint: vLLM reads GGUF in "
+                         "0.5.5-0.23 (0.24 removed it)", where=spec.name,
+                         fix="Plan with --vllm-version 0.23 (the release you would run it "
+                             "with), or plan the original safetensors checkpoint")
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
