@@ -8,10 +8,12 @@ from . import _memo
 from .errors import UsageError
 from .plan import Plan
 from .planner import screen
+from .rules import VllmRules
 from .settings import Settings
 from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, Option, TuneRequest,
                           _DEFAULTS, _align, _copy, _pinned, headroom_for, max_safe_utilization,
                           with_fields)
+from .validation import bf16_refused
 
 
 class _Ctx:
@@ -143,14 +145,12 @@ def _variants(ctx: _Ctx) -> list[dict]:
     return [{"kv_cache_dtype": k, "quantization": q, **half} for q in quant for k in kv]
 
 
-def needs_half(req: TuneRequest, rules) -> bool:
-    """--dtype auto with a bfloat16 config on an NVIDIA GPU below compute capability 8.0:
-    vLLM before 0.9.1 refuses it (`validation.check_dtype_capability`); --dtype half runs."""
-    if _pinned(req.base, "dtype") or rules.auto_dtype_fallback \
-            or req.spec.torch_dtype != "bfloat16" or (req.base.dtype or "auto") != "auto":
+def needs_half(req: TuneRequest, rules: VllmRules) -> bool:
+    """--dtype auto that vLLM refuses on one of the GPUs (a bfloat16 config below compute
+    capability 8.0 before 0.9.1, `validation.bf16_refused`): --dtype half runs there."""
+    if _pinned(req.base, "dtype") or (req.base.dtype or "auto") != "auto":
         return False
-    return any(g.spec.vendor == "nvidia" and g.spec.compute_capability is not None
-               and g.spec.compute_capability[0] < 8 for g in req.gpus)
+    return any(bf16_refused(req.spec, "auto", rules, g.spec) for g in req.gpus)
 
 
 

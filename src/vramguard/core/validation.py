@@ -19,7 +19,7 @@ from .rules import VllmRules
 from .settings import Settings
 
 __all__ = ["validate", "check_backend_block_size", "check_quant_capability",
-           "check_dtype_capability"]
+           "check_dtype_capability", "bf16_refused"]
 
 
 # NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
@@ -223,19 +223,25 @@ def check_quant_capability(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: 
 _BF16 = frozenset({"bfloat16", "bf16"})
 
 
-def check_dtype_capability(spec: ModelSpec, s: Settings, rules: VllmRules,
-                           gpu: GpuSpec) -> None:
-    """vLLM's refusal of bfloat16 on an NVIDIA GPU below compute capability 8.0: asked for
-    with --dtype, or (before 0.9.1) a bfloat16 config with --dtype auto."""
+def bf16_refused(spec: ModelSpec, dtype: str | None, rules: VllmRules, gpu: GpuSpec) -> bool:
+    """Whether vLLM refuses bfloat16 here: an NVIDIA GPU below compute capability 8.0 and
+    bfloat16 asked for with --dtype, or (before 0.9.1) a bfloat16 config with --dtype auto."""
     cc = gpu.compute_capability
     if cc is None or cc[0] >= 8 or gpu.vendor != "nvidia":
+        return False
+    asked = (dtype or "auto").lower()
+    return asked in _BF16 or (asked == "auto" and spec.torch_dtype == "bfloat16"
+                              and not rules.auto_dtype_fallback)
+
+
+def check_dtype_capability(spec: ModelSpec, s: Settings, rules: VllmRules,
+                           gpu: GpuSpec) -> None:
+    """vLLM's refusal of bfloat16 where `bf16_refused`, in its words."""
+    if not bf16_refused(spec, s.dtype, rules, gpu):
         return
-    asked = (s.dtype or "auto").lower()
-    auto_bf16 = (asked == "auto" and spec.torch_dtype == "bfloat16"
-                 and not rules.auto_dtype_fallback)
-    if asked not in _BF16 and not auto_bf16:
-        return
-    raise UsageError(msg.bf16_capability_message(rules, gpu.full_name or gpu.name, *cc),
-                     where="--dtype" if asked != "auto" else "config.json torch_dtype",
-                     fix="Pass --dtype half" + ("" if asked != "auto" else
-                                                " (vLLM 0.9.1+ falls back to float16 itself)"))
+    auto = (s.dtype or "auto").lower() == "auto"
+    raise UsageError(msg.bf16_capability_message(rules, gpu.full_name or gpu.name,
+                                                 *gpu.compute_capability),
+                     where="config.json torch_dtype" if auto else "--dtype",
+                     fix="Pass --dtype half" + (" (vLLM 0.9.1+ falls back to float16 itself)"
+                                                if auto else ""))
