@@ -23,6 +23,9 @@ Quantization: the method names are the keys of the release's name -> config clas
 minimum capability is what its config class's `get_min_capability` returns (inherited from a
 base class when not overridden; only integer constants are kept), and its name in vLLM's
 message is the class's `get_name()`. Releases without quantization files are skipped there.
+The names a release accepts are its `QuantizationMethods` Literal (the table's keys before
+0.8.5); its deprecated ones are `DEPRECATED_QUANTIZATION_METHODS` (0.14+); the names an
+override may claim are the strings in its classes' `override_quantization_method`.
 
 Usage:
     python scripts/vllm_registry.py RELEASES_DIR [--write-dir src/vramguard/core]
@@ -145,6 +148,56 @@ def quant_capabilities(folder: Path) -> dict[str, tuple[int, str]] | None:
     return out
 
 
+def _quant_init(folder: Path) -> ast.Module | None:
+    for path in folder.rglob("__init__.py"):
+        if path.parent.as_posix().endswith("layers/quantization"):
+            return ast.parse(path.read_text(encoding="utf-8"))
+    return None
+
+
+def _assigned(tree: ast.Module, name: str) -> ast.expr | None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == name:
+            return value
+    return None
+
+
+def _strings(node: ast.AST | None) -> list[str]:
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str)] if node is not None else []
+
+
+def quant_methods(folder: Path) -> tuple[list[str], list[str], set[str]] | None:
+    """(the names vLLM accepts, in its order: `QuantizationMethods`'s Literal, else the keys of
+    the name -> config table; the deprecated ones, which need --allow-deprecated-quantization;
+    the strings the `override_quantization_method`s compare a checkpoint's method with) for
+    one release; None without its quantization files."""
+    tree = _quant_init(folder)
+    if tree is None:
+        return None
+    literal = _assigned(tree, "QuantizationMethods")
+    names = _strings(literal) if literal is not None else list(_method_table(folder))
+    deprecated = _strings(_assigned(tree, "DEPRECATED_QUANTIZATION_METHODS"))
+    claimed: set[str] = set()
+    for path in folder.rglob("*.py"):
+        if "layers/quantization" not in path.as_posix():
+            continue
+        try:
+            mod = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for fn in ast.walk(mod):
+            if isinstance(fn, ast.FunctionDef) and fn.name == "override_quantization_method":
+                claimed.update(_strings(fn))
+    return names, deprecated, claimed
+
+
 def spans(present: list[bool], releases: list[str]) -> str:
     """'0.4.1-' (from 0.4.1 on), '0.6.2-0.10.2' (last release with it), comma-separated."""
     out, start = [], None
@@ -171,13 +224,15 @@ def render(by_release: dict[tuple[int, int, int], set[str]]) -> str:
             + "NATIVE: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n")
 
 
-def render_quant(by_release: dict[tuple[int, int, int], dict]) -> str:
+def render_quant(by_release: dict[tuple[int, int, int], dict],
+                 methods: dict[tuple[int, int, int], tuple[set, set, set]]) -> str:
     """quant_registry.py: per method, the releases where its minimum capability or reported
-    name changes ('-': no integer minimum from that release on)."""
+    name changes ('-': no integer minimum from that release on); and per method, the releases
+    that accept it, deprecate it, or may claim a checkpoint of it by an override."""
     keys = sorted(by_release)
-    methods = sorted(set().union(*(by_release[k] for k in keys)))
+    names = sorted(set().union(*(by_release[k] for k in keys)))
     lines = []
-    for m in methods:
+    for m in names:
         parts, last = [], None
         for k in keys:
             cur = by_release[k].get(m)
@@ -187,11 +242,32 @@ def render_quant(by_release: dict[tuple[int, int, int], dict]) -> str:
                 last = cur
         lines.append(f'    "{m}": "{",".join(parts)}",')
     examined = [".".join(map(str, k)) for k in keys]
+    if sorted(methods) != keys:
+        raise SystemExit("the method lists and the capability tables cover different releases")
+    accepted = set().union(*(methods[k][0] for k in keys))
+    tables = []
+    for i, (label, doc) in enumerate(_METHOD_TABLES):
+        sets = [methods[k][i] & accepted for k in keys]
+        rows = [f'    "{m}": "{spans([m in s for s in sets], examined)}",'
+                for m in sorted(set().union(*sets))]
+        tables.append(doc + f"{label}: dict[str, str] = {{\n" + "\n".join(rows) + "\n}\n")
     return (_QUANT_HEADER + "QUANT_EXAMINED: tuple[str, ...] = (\n" + _wrap(
         [f'"{r}"' for r in examined]) + ")\n\n"
         + "# method -> 'release:minimum capability:name in vLLM's message' from that release on\n"
         + "# ('release:-': none from there), comma-separated.\n"
-        + "MIN_CAPABILITY: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n")
+        + "MIN_CAPABILITY: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n\n"
+        + "\n".join(tables))
+
+
+_METHOD_TABLES = (
+    ("METHODS", "# method -> the examined releases whose QUANTIZATION_METHODS has it ('A-' from A "
+                "on, 'A-B'\n# from A to B, comma-separated): vLLM's ModelConfig refuses any "
+                "other (\"Unknown\n# quantization method\").\n"),
+    ("DEPRECATED", "# method -> the releases that list it in DEPRECATED_QUANTIZATION_METHODS: "
+                   "refused\n# without --allow-deprecated-quantization.\n"),
+    ("CLAIMED", "# method -> the releases where an `override_quantization_method` compares a "
+                "checkpoint's\n# method with it (it may load as another method).\n"),
+)
 
 
 def _wrap(items: list[str], width: int = 92) -> str:
@@ -216,7 +292,8 @@ reads it).
 _QUANT_HEADER = '''"""The minimum GPU compute capability (major x 10 + minor) of each vLLM quantization method,
 by release: what the method's config class returns from `get_min_capability()`, which vLLM
 compares with the GPU's before loading ("The quantization method ... is not supported for the
-current GPU"), as read from the released sources.
+current GPU"); and which releases accept, deprecate or may override each method; as read
+from the released sources.
 
 Generated by scripts/vllm_registry.py; do not edit by hand. Pure data (`core/arch_support.py`
 reads it).
@@ -233,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     archs: dict[tuple[int, int, int], set[str]] = {}
     quant: dict[tuple[int, int, int], dict] = {}
+    methods: dict[tuple[int, int, int], tuple[set, set, set]] = {}
     for sub in sorted(p for p in args.releases.iterdir() if p.is_dir()):
         found = registry_archs(sub)
         if not found:
@@ -243,7 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         caps = quant_capabilities(sub)
         if caps is not None:
             quant.setdefault(key, {}).update(caps)
-    texts = {"arch_registry.py": render(archs), "quant_registry.py": render_quant(quant)}
+        listed = quant_methods(sub)
+        if listed is not None:
+            acc = methods.setdefault(key, (set(), set(), set()))
+            for part, found_names in zip(acc, listed):
+                part.update(found_names)
+    texts = {"arch_registry.py": render(archs), "quant_registry.py": render_quant(quant, methods)}
     for name, text in texts.items():
         if args.write_dir:
             (args.write_dir / name).write_text(text, encoding="utf-8")
