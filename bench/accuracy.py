@@ -195,7 +195,9 @@ def settings_for(case: dict) -> Settings:
     if dtype in ("float16", "half", "float32"):
         changes["dtype"] = dtype
     q = _first_word(case.get("quantization"))
-    if q and q not in ("none", "6-bit"):
+    # NOTE: an NVFP4 checkpoint is emulated in `spec_for` (no release since 0.8 takes
+    # `--quantization nvfp4`)
+    if q and q not in ("none", "6-bit", "nvfp4"):
         changes["quantization"] = q.replace("-", "_") if q == "auto-round" else q
     kvd = _first_word(case.get("kv_cache_dtype"))
     if kvd and kvd != "auto":
@@ -242,6 +244,12 @@ def spec_for(case: dict, config_dirs=None):
         b = int(bits.group(1) or bits.group(2))
         spec = replace(spec, quant=QuantSpec(method=_first_word(qtext), bits=b,
                                              linear_bytes_per_param=b / 8 + 0.02))
+    if spec.quant is None and _first_word(qtext) == "nvfp4":
+        # NOTE: the quantization_config a ModelOpt NVFP4 export carries (vLLM reads NVFP4
+        # checkpoints by their config; `--quantization nvfp4` is 0.8's name only)
+        from vramguard.sources.quant import quant_from_config
+        spec = replace(spec, quant=quant_from_config(
+            {"quant_method": "modelopt", "quant_algo": "NVFP4"}, where=case["id"]))
     if spec.quant is not None and re.search(r"fp4 experts|expert_dtype fp4", qtext):
         spec = replace(spec, quant=replace(spec.quant, expert_bytes_per_param=0.53125))
     return spec

@@ -12,7 +12,7 @@ import pytest
 from core_specs import dense
 from vramguard.core import arch_registry
 from vramguard.core.arch_support import (first_release_for, native_releases, not_native,
-                                         quant_min_capability)
+                                         quant_method_refusal, quant_min_capability)
 from vramguard.core.model import QuantSpec
 from vramguard.core.gpu_catalog import lookup_gpu
 from vramguard.core.planner import plan
@@ -116,6 +116,19 @@ class OddConfig:
     def get_min_capability(self):
         return current_platform.thing()
 '''
+_QUANT_INIT_LITERAL = '''
+from typing import Literal
+from .fp8 import Fp8Config
+QuantizationMethods = Literal["fp8", "odd", "newer"]
+DEPRECATED_QUANTIZATION_METHODS = ["odd"]
+method_to_config = {"fp8": Fp8Config, "odd": OddConfig}
+'''
+_QUANT_OVERRIDE = '''
+class Claimer:
+    @classmethod
+    def override_quantization_method(cls, hf_quant_cfg, user_quant):
+        return "fp8" if hf_quant_cfg.get("quant_method") == "fp8_alias" else None
+'''
 _REG = '''
 _TEXT_GENERATION_MODELS = {"LlamaForCausalLM": ("llama", "LlamaForCausalLM"), %s}
 _ROCM_UNSUPPORTED_MODELS = {"RocmOnlyForCausalLM": ("x", "y")}
@@ -134,8 +147,11 @@ def test_the_generator_reads_registry_and_quantization_tables(tmp_path):
         (vllm / "models" / "registry.py").write_text(_REG % extra)
         if cap:
             (vllm / "layers" / "quantization").mkdir(parents=True)
-            (vllm / "layers" / "quantization" / "__init__.py").write_text(_QUANT_INIT)
+            (vllm / "layers" / "quantization" / "__init__.py").write_text(
+                _QUANT_INIT_LITERAL if name == "0.7.0" else _QUANT_INIT)
             (vllm / "layers" / "quantization" / "fp8.py").write_text(_QUANT_FP8 % cap)
+            if name == "0.7.0":
+                (vllm / "layers" / "quantization" / "claim.py").write_text(_QUANT_OVERRIDE)
     out = tmp_path / "core"
     out.mkdir()
     assert gen.main([str(tmp_path / "rel"), "--write-dir", str(out)]) == 0
@@ -148,7 +164,13 @@ def test_the_generator_reads_registry_and_quantization_tables(tmp_path):
     assert ns["QUANT_EXAMINED"] == ("0.5.0", "0.6.0", "0.7.0")
     # inherited minimum; the name from get_name(); a computed minimum is not kept
     assert ns["MIN_CAPABILITY"] == {"fp8": "0.5.0:89:fp8,0.6.0:80:fp8",
-                                    "fp8_alias": "0.5.0:89:fp8,0.6.0:80:fp8"}
+                                    "fp8_alias": "0.5.0:89:fp8,0.6.0:80:fp8,0.7.0:-"}
+    # accepted names: the table's keys, then the Literal (in order: "newer" has no class);
+    # deprecated; the names an override compares a checkpoint's method with
+    assert ns["METHODS"] == {"fp8": "0.5.0-", "fp8_alias": "0.5.0-0.6.0", "newer": "0.7.0-",
+                             "odd": "0.5.0-"}
+    assert ns["DEPRECATED"] == {"odd": "0.7.0-"}
+    assert ns["CLAIMED"] == {"fp8": "0.7.0-", "fp8_alias": "0.7.0-"}
 
 
 @pytest.mark.parametrize("method, version, expect", [
@@ -165,6 +187,70 @@ def test_the_generator_reads_registry_and_quantization_tables(tmp_path):
 ])
 def test_quant_min_capability(method, version, expect):
     assert quant_min_capability(method, version) == expect
+
+
+@pytest.mark.parametrize("method, version, expect", [
+    ("bitsandbytes", "0.27.1", None),
+    ("bitsandbytes", "0.28.0", ("unknown", "bitsandbytes")),   # gone from the method list
+    ("bitsandbytes", "0.33.0", ("unknown", "bitsandbytes")),
+    ("bitsandbytes", "0.4.3", ("unknown", "bitsandbytes")),    # from 0.5.0
+    ("auto_round", "0.13.0", None),
+    ("auto_round", "0.14.0", ("deprecated", "auto-round")),    # vLLM's spelling
+    ("auto_round", "0.16.0", None),                  # INC's override loads it from 0.16
+    ("fbgemm_fp8", "0.13.0", None),
+    ("fbgemm_fp8", "0.20.0", ("deprecated", "fbgemm_fp8")),
+    ("experts_int8", "0.15.0", ("deprecated", "experts_int8")),   # judged by 0.14.1
+    ("experts_int8", "0.20.0", None),
+    ("aqlm", "0.11.0", ("unknown", "aqlm")),
+    ("gptq", "0.40.0", None),                        # newer than examined: the newest
+    ("fp8", "0.3.0", None),                          # older than the oldest examined
+    ("my_plugin_method", "0.33.0", None),            # no release lists it: a plugin's
+    (None, "0.33.0", None),
+])
+def test_quant_method_refusal(method, version, expect):
+    assert quant_method_refusal(method, version) == expect
+
+
+def test_a_method_the_release_lacks_is_refused_in_vllms_words():
+    spec, l4 = dense("Qwen/Qwen2.5-7B-Instruct"), lookup_gpu("L4")
+    bnb = replace(spec, quant=QuantSpec(method="bitsandbytes", bits=4, group_size=64,
+                                        linear_bytes_per_param=0.53))
+    with pytest.raises(UsageError) as exc:
+        plan(bnb, Settings(), l4, vllm_version="0.28.0")
+    assert exc.value.what == "Unknown quantization method: bitsandbytes. Must be one of [...]."
+    assert exc.value.where == "quantization_config"
+    assert "0.5.0-0.27.1" in exc.value.fix
+    assert plan(bnb, Settings(max_model_len=4096), l4, vllm_version="0.27.1").outcome.ok
+    # the flag: argparse's choices before 0.17, ModelConfig's check from 0.17
+    with pytest.raises(UsageError) as exc:
+        plan(spec, Settings(quantization="aqlm"), l4, vllm_version="0.12.0")
+    assert exc.value.what == ("argument --quantization/-q: invalid choice: 'aqlm' "
+                              "(choose from ...)")
+    assert exc.value.where == "--quantization"
+    with pytest.raises(UsageError) as exc:
+        plan(spec, Settings(quantization="bitsandbytes"), l4, vllm_version="0.33.0")
+    assert exc.value.what.startswith("Unknown quantization method: bitsandbytes.")
+    # a method vramguard names from a checkpoint's config is left to the loaders' checks
+    fp4 = replace(spec, quant=QuantSpec(method="modelopt_fp4", bits=4.5, group_size=16,
+                                        linear_bytes_per_param=0.5625))
+    plan(fp4, Settings(max_model_len=4096), lookup_gpu("B200"), vllm_version="0.8.5")
+
+
+def test_a_deprecated_method_needs_the_flag():
+    spec, h100 = dense("Qwen/Qwen2.5-7B-Instruct"), lookup_gpu("H100-80GB")
+    with pytest.raises(UsageError) as exc:
+        plan(spec, Settings(quantization="fbgemm_fp8"), h100, vllm_version="0.20.0")
+    # NOTE: vLLM passes the name as a second ValueError argument: it prints the tuple
+    assert exc.value.what == (
+        "('The quantization method %s is deprecated and will be removed in future versions "
+        "of vLLM. To bypass, set `--allow-deprecated-quantization`.', 'fbgemm_fp8')")
+    allowed = Settings(quantization="fbgemm_fp8", allow_deprecated_quantization=True)
+    assert plan(spec, allowed, h100, vllm_version="0.20.0").outcome.ok
+    assert plan(spec, Settings(quantization="fbgemm_fp8"), h100,
+                vllm_version="0.13.0").outcome.ok
+    with pytest.raises(UsageError) as exc:        # the flag itself is 0.14+
+        plan(spec, Settings(allow_deprecated_quantization=True), h100, vllm_version="0.13.0")
+    assert "unrecognized arguments: --allow-deprecated-quantization" in exc.value.what
 
 
 def test_first_release_for_a_capability():

@@ -169,7 +169,7 @@ SWEEP = {
     "gpu_memory_utilization": (0.5, 0.95), "max_model_len": (1024, 8192),
     "tensor_parallel_size": (2, 4), "pipeline_parallel_size": (2,),
     "data_parallel_size": (2,), "kv_cache_dtype": ("fp8", "fp8_e5m2"),
-    "quantization": ("fp8", "awq"), "dtype": ("float16", "float32"), "enforce_eager": (True,),
+    "quantization": ("fp8", "awq"), "allow_deprecated_quantization": (True,), "dtype": ("float16", "float32"), "enforce_eager": (True,),
     "block_size": (32,), "cpu_offload_gb": (2.0,), "enable_expert_parallel": (True,),
     "enable_chunked_prefill": (False,), "disable_sliding_window": (True,),
     "disable_hybrid_kv_cache_manager": (True,), "num_speculative_tokens": (2,),

@@ -1,7 +1,8 @@
 """What a vLLM release supports, read from its released sources: whether it implements a model
 architecture natively (`arch_registry.NATIVE`, its model registry) and what it does when it
-does not; and the minimum GPU compute capability of a quantization method
-(`quant_registry.MIN_CAPABILITY`).
+does not; the minimum GPU compute capability of a quantization method
+(`quant_registry.MIN_CAPABILITY`); and whether it accepts a quantization method at all
+(`quant_registry.METHODS`, `DEPRECATED`, `CLAIMED`).
 
 Before 0.7.2 vLLM stops with "Model architectures [...] are not supported for now"; from 0.7.2
 an architecture outside the registry falls back to vLLM's Transformers backend, which works
@@ -11,22 +12,26 @@ only when the installed transformers has the architecture and it is backend comp
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from functools import lru_cache
 
 from .arch_registry import EXAMINED, NATIVE
-from .quant_registry import MIN_CAPABILITY
+from .quant_registry import CLAIMED, DEPRECATED, METHODS, MIN_CAPABILITY, QUANT_EXAMINED
 from .rules import parse_version
 
-__all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for"]
+__all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for",
+           "quant_method_refusal", "quant_method_releases"]
 
 _V3 = tuple[int, int, int]
 _v3 = parse_version
 _FIRST, _LAST = _v3(EXAMINED[0]), _v3(EXAMINED[-1])
+_TABLES = {"native": NATIVE, "methods": METHODS, "deprecated": DEPRECATED, "claimed": CLAIMED}
+_QUANT_RELEASES = tuple(_v3(v) for v in QUANT_EXAMINED)
 
 
 @lru_cache(maxsize=None)
-def _spans(arch: str) -> tuple[tuple[_V3, _V3 | None], ...]:
-    text = NATIVE.get(arch, "")
+def _spans(arch: str, table: str = "native") -> tuple[tuple[_V3, _V3 | None], ...]:
+    text = _TABLES[table].get(arch, "")
     out = []
     for span in filter(None, text.split(",")):
         first, _, last = span.partition("-")
@@ -95,3 +100,44 @@ def first_release_for(method: str, capability: int) -> str | None:
         ok = cap is not None and cap <= capability
         first = (first or ".".join(map(str, since))) if ok else None
     return first
+
+
+def _in(name: str, table: str, at: _V3) -> bool:
+    return any(a <= at and (b is None or at <= b) for a, b in _spans(name, table))
+
+
+def _vllm_spelling(method: str) -> str | None:
+    """`method` as vLLM's method lists spell it (`auto_round` -> `auto-round`); None when no
+    examined release lists it (a plugin's method, or a name vLLM never had)."""
+    for name in (method, method.replace("_", "-"), method.replace("-", "_")):
+        if name in METHODS:
+            return name
+    return None
+
+
+@lru_cache(maxsize=256)
+def quant_method_refusal(method: str | None, version: str) -> tuple[str, str] | None:
+    """("unknown" | "deprecated", the method as vLLM spells it) when vLLM `version` refuses the
+    quantization method `method`: a method some release accepts that this one does not list,
+    or one it lists as deprecated (0.14+: needs --allow-deprecated-quantization). None when
+    it accepts it, when nothing can be said (a name no release lists, a release older than
+    the oldest examined), and when an override of that release may load a checkpoint of that
+    method as another method (`CLAIMED`). A release between examined ones is judged by the
+    examined one before it; newer ones by the newest."""
+    name = _vllm_spelling(method) if method else None
+    i = bisect_right(_QUANT_RELEASES, _v3(version))
+    if name is None or i == 0:
+        return None
+    at = _QUANT_RELEASES[i - 1]
+    if _in(name, "claimed", at):
+        return None
+    if not _in(name, "methods", at):
+        return "unknown", name
+    return ("deprecated", name) if _in(name, "deprecated", at) else None
+
+
+def quant_method_releases(method: str) -> str:
+    """The examined releases that accept `method` ("0.5.0-0.27.1"), as text."""
+    name = _vllm_spelling(method) or method
+    return ", ".join(f"{'.'.join(map(str, a))}" + (f"-{'.'.join(map(str, b))}" if b else " on")
+                     for a, b in _spans(name, "methods")) or "none examined"

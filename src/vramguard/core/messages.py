@@ -124,6 +124,22 @@ def unsupported_arch_message(arch: str) -> str:
             "architectures: [...]")
 
 
+def unknown_quant_message(name: str, flag: bool, rules: VllmRules) -> str:
+    """vLLM's refusal of a quantization method the release does not have: argparse's for
+    `--quantization` before 0.17 (its choices were the release's names), else ModelConfig's;
+    the list of names that follows is left out."""
+    if flag and not rules.quant_flag_any_text:
+        return f"argument --quantization/-q: invalid choice: '{name}' (choose from ...)"
+    return f"Unknown quantization method: {name}. Must be one of [...]."
+
+
+def deprecated_quant_message(name: str) -> str:
+    """vLLM 0.14+'s refusal of a deprecated quantization method. NOTE: vLLM passes the name as
+    a second ValueError argument (logging style), so the text it prints is the tuple."""
+    return ("('The quantization method %s is deprecated and will be removed in future versions "
+            "of vLLM. To bypass, set `--allow-deprecated-quantization`.', " + repr(name) + ")")
+
+
 def quant_capability_message(name: str, minimum: int, current: int) -> str:
     """vLLM's refusal of a quantization method the GPU is too old for (every release)."""
     return (f"The quantization method {name} is not supported for the current GPU. Minimum "

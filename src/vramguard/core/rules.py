@@ -235,6 +235,12 @@ class VllmRules:
     # them from the tree (no `gguf` method, loader or config patching in its sources)
     gguf_loader: bool = False
     bf16_msg_space: bool = False
+    # quantization methods (core/quant_registry.py by release): --allow-deprecated-quantization
+    # exists from 0.14 (deprecated methods are refused without it); before 0.17 --quantization
+    # takes only the release's names (argparse choices), from 0.17 any text, which
+    # ModelConfig then checks ("Unknown quantization method")
+    allow_deprecated_quant_flag: bool = False
+    quant_flag_any_text: bool = False
     # --mm-ipc-gpu-memory-gb (0.25+): taken from the KV budget of a multimodal model after the
     # "Available KV cache memory" line; "0.25" | "0.27" (the refusal's wording)
     mm_ipc_reserve: str | None = None

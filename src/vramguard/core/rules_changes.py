@@ -202,6 +202,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
+    ("0.14.0", "v1", {"allow_deprecated_quant_flag": True},
+     "DEPRECATED_QUANTIZATION_METHODS refused without --allow-deprecated-quantization "
+     "(config/model.py _verify_quantization)"),
     ("0.14.0", "v1", {"request_ceil": True,
                       "msg_free_memory": "device", "msg_fit": "v1_014",
                       "group_aware_check": True, "auto_fit": True, "msg_autofit": True,
@@ -224,6 +227,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.17.0", "v1", {"quant_flag_any_text": True},
+     "--quantization: QuantizationMethods | str (engine/arg_utils.py): no argparse choices"),
     ("0.17.0", "v1", {"encoder_tp_data_types": _ENC_DATA_017},
      "Qwen3.5 (a Qwen3-VL subclass) and Kimi-K2.5 encoders too"),
     ("0.17.0", "v1", {"draft_model": "inferred"},

@@ -24,6 +24,7 @@ class Settings:
     max_num_batched_tokens: int | None = None
     dtype: str = "auto"
     quantization: str | None = None
+    allow_deprecated_quantization: bool = False   # 0.14+: load a deprecated method anyway
     kv_cache_dtype: str = "auto"
     # --kv-cache-dtype-skip-layers (0.20+): layer indices ("0", "31") or "sliding_window"
     kv_cache_dtype_skip_layers: tuple[str, ...] | None = None

@@ -11,15 +11,15 @@ from __future__ import annotations
 from . import _memo
 from . import messages as msg
 from .arch_support import (first_release_for, native_releases, not_native,
-                           quant_min_capability)
+                           quant_method_refusal, quant_method_releases, quant_min_capability)
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["validate", "check_backend_block_size", "check_quant_capability",
-           "check_dtype_capability", "bf16_refused"]
+__all__ = ["validate", "check_backend_block_size", "check_quant_method",
+           "check_quant_capability", "check_dtype_capability", "bf16_refused"]
 
 
 # NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
@@ -38,6 +38,7 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
                          "0.5.5-0.23 (0.24 removed it)", where=spec.name,
                          fix="Plan with --vllm-version 0.23 (the release you would run it "
                              "with), or plan the original safetensors checkpoint")
+    check_quant_method(spec, s, rules, version)
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
@@ -107,6 +108,40 @@ def _check_architecture(spec: ModelSpec, version: str) -> None:
     raise UsageError(msg.unsupported_arch_message(arch), where="--vllm-version",
                      fix=f"{arch} is implemented by vLLM {native_releases(arch)}; "
                          "use such a release")
+
+
+# NOTE: names vramguard derives from a checkpoint's config (ModelOpt's quant_algo, GGUF
+# files), not the quant_method vLLM reads there: judged by the loaders' own checks.
+_DERIVED_METHODS = frozenset({"gguf", "modelopt", "modelopt_fp4", "modelopt_mixed",
+                              "modelopt_mxfp8"})
+
+
+def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
+    """vLLM's check of the quantization method against the release's lists
+    (`arch_support.quant_method_refusal`): a method the release does not have (argparse's
+    or ModelConfig's words) or a deprecated one without --allow-deprecated-quantization."""
+    if s.allow_deprecated_quantization and not rules.allow_deprecated_quant_flag:
+        raise _unrecognized("--allow-deprecated-quantization", "",
+                            f"vLLM {version} has no such flag (0.14+)")
+    flag = s.quantization
+    method = flag or (spec.quant.method if spec.quant is not None else None)
+    if not method or method in _DERIVED_METHODS or _is_dev_build(version):
+        return
+    found = quant_method_refusal(method, version)
+    if found is None:
+        return
+    kind, name = found
+    where = "--quantization" if flag else "quantization_config"
+    if kind == "deprecated":
+        if not s.allow_deprecated_quantization:
+            raise UsageError(msg.deprecated_quant_message(flag or name), where=where,
+                             fix=f"vLLM {version} deprecates {name}: add "
+                                 "--allow-deprecated-quantization, or use another checkpoint")
+        return
+    raise UsageError(msg.unknown_quant_message(flag or name, bool(flag), rules), where=where,
+                     fix=f"vLLM {version} has no {name} quantization; the releases that have "
+                         f"it: {quant_method_releases(name)}. Use such a release"
+                         + (" or drop --quantization" if flag else " or another checkpoint"))
 
 
 def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:

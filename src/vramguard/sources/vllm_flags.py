@@ -66,6 +66,7 @@ FLAGS: dict[str, Flag] = {
     "--max-num-batched-tokens": Flag("max_num_batched_tokens", HUMAN_INT, 1),
     "--dtype": Flag("dtype", CHOICE, choices=DTYPES),
     "--quantization": Flag("quantization", STR),
+    "--allow-deprecated-quantization": Flag("allow_deprecated_quantization", BOOL),
     "--kv-cache-dtype": Flag("kv_cache_dtype", CHOICE, choices=KV_CACHE_DTYPES),
     "--block-size": Flag("block_size", POS_INT, 1, 65536),
     "--enforce-eager": Flag("enforce_eager", BOOL),
@@ -195,7 +196,7 @@ IGNORED_BOOL = frozenset("""
 --enable-layerwise-nvtx-tracing --enable-logging-iteration-details --enable-mfu-metrics
 --enable-mm-processor-stats --enable-per-request-metrics --cudagraph-metrics
 --kv-cache-metrics --fail-on-environ-validation --allow-credentials
---allow-deprecated-quantization --enable-flashinfer-autotune --enable-elastic-ep
+--enable-flashinfer-autotune --enable-elastic-ep
 --enable-ep-weight-filter --enable-bf16x3-router-gemm --enable-flash-late-interaction
 --enable-mamba-cache-stochastic-rounding --enable-mixed-moe-lora-format
 --enable-moe-shared-loras --enable-tower-connector-lora
