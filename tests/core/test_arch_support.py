@@ -315,3 +315,12 @@ def test_bf16_below_compute_capability_8_is_refused_in_vllms_words():
     assert plan(replace(bf16, torch_dtype="float16"), short, t4,
                 vllm_version="0.7.3").outcome.ok
     assert plan(bf16, Settings(dtype="bfloat16", max_model_len=4096), a100).outcome.ok
+
+
+def test_the_gguf_rows_follow_the_method_table():
+    """`rules.gguf_loader` and the releases whose method list has `gguf` agree."""
+    from vramguard.core.quant_registry import QUANT_EXAMINED
+    from vramguard.core.rules import resolve_rules
+    for version in QUANT_EXAMINED:
+        assert resolve_rules(version).gguf_loader == (
+            quant_method_refusal("gguf", version) is None), version

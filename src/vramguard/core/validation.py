@@ -34,9 +34,12 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     if not rules.transformers_fallback:
         _check_architecture(spec, version)
     if spec.checkpoint is not None and spec.checkpoint.format == "gguf" and not rules.gguf_loader:
+        # NOTE: the releases from the method table, which `rules.gguf_loader` follows
+        span = quant_method_releases("gguf")
+        last = span.rpartition("-")[2].removesuffix(".0")
         raise UsageError(f"vLLM {version} cannot load a GGUF checkpoint: vLLM reads GGUF in "
-                         "0.5.5-0.23 (0.24 removed it)", where=spec.name,
-                         fix="Plan with --vllm-version 0.23 (the release you would run it "
+                         f"{span} only", where=spec.name,
+                         fix=f"Plan with --vllm-version {last} (the release you would run it "
                              "with), or plan the original safetensors checkpoint")
     check_quant_method(spec, s, rules, version)
     tp = s.tensor_parallel_size
