@@ -25,7 +25,9 @@ base class when not overridden; only integer constants are kept), and its name i
 message is the class's `get_name()`. Releases without quantization files are skipped there.
 The names a release accepts are its `QuantizationMethods` Literal (the table's keys before
 0.8.5); its deprecated ones are `DEPRECATED_QUANTIZATION_METHODS` (0.14+); the names an
-override may claim are the strings in its classes' `override_quantization_method`.
+override may claim are the strings in its classes' `override_quantization_method`; the names
+ROCm accepts are the ROCm platform's `supported_quantization` (`platforms/rocm.py`, 0.6.5+),
+before that `rocm_supported_quantization` in `vllm/config.py` (extract those files too).
 
 Usage:
     python scripts/vllm_registry.py RELEASES_DIR [--write-dir src/vramguard/core]
@@ -198,6 +200,24 @@ def quant_methods(folder: Path) -> tuple[list[str], list[str], set[str]] | None:
     return names, deprecated, claimed
 
 
+def rocm_methods(folder: Path) -> set[str] | None:
+    """The methods ROCm accepts in one release: `supported_quantization` of the ROCm platform
+    (`platforms/rocm.py`, 0.6.5+), else `rocm_supported_quantization` in `config.py`; None when
+    neither file is there."""
+    for rel, name in (("platforms/rocm.py", "supported_quantization"),
+                      ("vllm/config.py", "rocm_supported_quantization")):
+        for path in folder.rglob(Path(rel).name):
+            if not path.as_posix().endswith(rel):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                          else node.target if isinstance(node, ast.AnnAssign) else None)
+                if (isinstance(target, ast.Name) and target.id == name
+                        and isinstance(node.value, (ast.List, ast.Tuple))):
+                    return set(_strings(node.value))
+    return None
+
+
 def spans(present: list[bool], releases: list[str]) -> str:
     """'0.4.1-' (from 0.4.1 on), '0.6.2-0.10.2' (last release with it), comma-separated."""
     out, start = [], None
@@ -225,7 +245,7 @@ def render(by_release: dict[tuple[int, int, int], set[str]]) -> str:
 
 
 def render_quant(by_release: dict[tuple[int, int, int], dict],
-                 methods: dict[tuple[int, int, int], tuple[set, set, set]]) -> str:
+                 methods: dict[tuple[int, int, int], tuple[set, set, set, set]]) -> str:
     """quant_registry.py: per method, the releases where its minimum capability or reported
     name changes ('-': no integer minimum from that release on); and per method, the releases
     that accept it, deprecate it, or may claim a checkpoint of it by an override."""
@@ -267,6 +287,8 @@ _METHOD_TABLES = (
                    "refused\n# without --allow-deprecated-quantization.\n"),
     ("CLAIMED", "# method -> the releases where an `override_quantization_method` compares a "
                 "checkpoint's\n# method with it (it may load as another method).\n"),
+    ("ROCM", "# method -> the releases whose ROCm platform accepts it (`supported_quantization`;\n"
+             "# `rocm_supported_quantization` before 0.6.5); any other is refused there.\n"),
 )
 
 
@@ -310,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     archs: dict[tuple[int, int, int], set[str]] = {}
     quant: dict[tuple[int, int, int], dict] = {}
-    methods: dict[tuple[int, int, int], tuple[set, set, set]] = {}
+    methods: dict[tuple[int, int, int], tuple[set, set, set, set]] = {}
     for sub in sorted(p for p in args.releases.iterdir() if p.is_dir()):
         found = registry_archs(sub)
         if not found:
@@ -323,8 +345,8 @@ def main(argv: list[str] | None = None) -> int:
             quant.setdefault(key, {}).update(caps)
         listed = quant_methods(sub)
         if listed is not None:
-            acc = methods.setdefault(key, (set(), set(), set()))
-            for part, found_names in zip(acc, listed):
+            acc = methods.setdefault(key, (set(), set(), set(), set()))
+            for part, found_names in zip(acc, (*listed, rocm_methods(sub) or ())):
                 part.update(found_names)
     texts = {"arch_registry.py": render(archs), "quant_registry.py": render_quant(quant, methods)}
     for name, text in texts.items():

@@ -166,3 +166,37 @@ CLAIMED: dict[str, str] = {
     "moe_wna16": "0.7.1-",
     "mxfp4": "0.20.0-",
 }
+
+# method -> the releases whose ROCm platform accepts it (`supported_quantization`;
+# `rocm_supported_quantization` before 0.6.5); any other is refused there.
+ROCM: dict[str, str] = {
+    "auto_awq": "0.24.0-",
+    "auto_gptq": "0.22.0-",
+    "awq": "0.6.0-",
+    "awq_marlin": "0.14.0-",
+    "bitsandbytes": "0.17.0-0.27.1",
+    "compressed-tensors": "0.6.2-",
+    "deepseek_v4_fp8": "0.21.0-",
+    "fbgemm_fp8": "0.6.2-",
+    "fp8": "0.5.5-",
+    "fp8_per_block": "0.21.0-",
+    "fp8_per_channel": "0.24.0-",
+    "fp8_per_tensor": "0.21.0-",
+    "gguf": "0.6.5-0.23.0",
+    "gpt_oss_mxfp4": "0.20.0-",
+    "gptq": "0.4.1-",
+    "gptq_marlin": "0.14.0-0.24.0",
+    "inc": "0.28.0-",
+    "modelopt": "0.21.0-",
+    "modelopt_fp4": "0.20.0-",
+    "modelopt_mixed": "0.21.0-",
+    "modelopt_mxfp8": "0.21.0-",
+    "mxfp4": "0.10.1-",
+    "mxfp8": "0.21.0-",
+    "online": "0.21.0-",
+    "petit_nvfp4": "0.10.2-0.19.1",
+    "ptpc_fp8": "0.7.3-0.18.1",
+    "quark": "0.7.0-",
+    "squeezellm": "0.4.1-0.6.0",
+    "torchao": "0.10.2-",
+}
