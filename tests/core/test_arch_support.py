@@ -12,7 +12,7 @@ import pytest
 from core_specs import dense
 from vramguard.core import arch_registry
 from vramguard.core.arch_support import (first_release_for, native_releases, not_native,
-                                         quant_method_refusal, quant_min_capability)
+                                         quant_method_refusal, quant_min_capability, rocm_refuses)
 from vramguard.core.model import QuantSpec
 from vramguard.core.gpu_catalog import lookup_gpu
 from vramguard.core.planner import plan
@@ -324,3 +324,33 @@ def test_the_gguf_rows_follow_the_method_table():
     for version in QUANT_EXAMINED:
         assert resolve_rules(version).gguf_loader == (
             quant_method_refusal("gguf", version) is None), version
+
+
+@pytest.mark.parametrize("method, version, expect", [
+    ("bitsandbytes", "0.16.0", "bitsandbytes"),      # ROCm lists it 0.17-0.27 only
+    ("bitsandbytes", "0.17.0", None),
+    ("bitsandbytes", "0.28.0", None),                # gone everywhere: quant_method_refusal's
+    ("experts_int8", "0.20.0", "experts_int8"),
+    ("fp8", "0.5.4", "fp8"),                         # from 0.5.5 on ROCm
+    ("fp8", "0.5.5", None),
+    ("awq", "0.5.4", None),                          # an override may load it as another
+    ("my_plugin_method", "0.20.0", None),
+])
+def test_rocm_refuses(method, version, expect):
+    assert rocm_refuses(method, version) == expect
+
+
+def test_rocm_refuses_a_method_its_platform_does_not_list_in_vllms_words():
+    spec, mi300 = dense("Qwen/Qwen2.5-7B-Instruct"), lookup_gpu("MI300X")
+    bnb = replace(spec, quant=QuantSpec(method="bitsandbytes", bits=4, group_size=64,
+                                        linear_bytes_per_param=0.53))
+    with pytest.raises(UsageError) as exc:
+        plan(bnb, Settings(), mi300, vllm_version="0.16.0")
+    assert exc.value.what == "bitsandbytes quantization is currently not supported in rocm."
+    assert exc.value.where == "quantization_config"
+    assert "0.17.0-0.27.1" in exc.value.fix
+    assert plan(bnb, Settings(), mi300, vllm_version="0.17.0").outcome.ok
+    assert plan(bnb, Settings(), lookup_gpu("H100-80GB"), vllm_version="0.16.0").outcome.ok
+    with pytest.raises(UsageError) as exc:      # config.py's check before 0.6.5: "ROCm"
+        plan(spec, Settings(quantization="fp8"), mi300, vllm_version="0.5.4")
+    assert exc.value.what == "fp8 quantization is currently not supported in ROCm."

@@ -16,16 +16,17 @@ from bisect import bisect_right
 from functools import lru_cache
 
 from .arch_registry import EXAMINED, NATIVE
-from .quant_registry import CLAIMED, DEPRECATED, METHODS, MIN_CAPABILITY, QUANT_EXAMINED
+from .quant_registry import CLAIMED, DEPRECATED, METHODS, MIN_CAPABILITY, QUANT_EXAMINED, ROCM
 from .rules import parse_version
 
 __all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for",
-           "quant_method_refusal", "quant_method_releases"]
+           "quant_method_refusal", "quant_method_releases", "rocm_refuses"]
 
 _V3 = tuple[int, int, int]
 _v3 = parse_version
 _FIRST, _LAST = _v3(EXAMINED[0]), _v3(EXAMINED[-1])
-_TABLES = {"native": NATIVE, "methods": METHODS, "deprecated": DEPRECATED, "claimed": CLAIMED}
+_TABLES = {"native": NATIVE, "methods": METHODS, "deprecated": DEPRECATED, "claimed": CLAIMED,
+           "rocm": ROCM}
 _QUANT_RELEASES = tuple(_v3(v) for v in QUANT_EXAMINED)
 
 
@@ -115,6 +116,12 @@ def _vllm_spelling(method: str) -> str | None:
     return None
 
 
+def _examined_at(version: str) -> _V3 | None:
+    """The examined release that judges `version`: the newest at or before it."""
+    i = bisect_right(_QUANT_RELEASES, _v3(version))
+    return _QUANT_RELEASES[i - 1] if i else None
+
+
 @lru_cache(maxsize=256)
 def quant_method_refusal(method: str | None, version: str) -> tuple[str, str] | None:
     """("unknown" | "deprecated", the method as vLLM spells it) when vLLM `version` refuses the
@@ -125,19 +132,30 @@ def quant_method_refusal(method: str | None, version: str) -> tuple[str, str] | 
     method as another method (`CLAIMED`). A release between examined ones is judged by the
     examined one before it; newer ones by the newest."""
     name = _vllm_spelling(method) if method else None
-    i = bisect_right(_QUANT_RELEASES, _v3(version))
-    if name is None or i == 0:
-        return None
-    at = _QUANT_RELEASES[i - 1]
-    if _in(name, "claimed", at):
+    at = _examined_at(version)
+    if name is None or at is None or _in(name, "claimed", at):
         return None
     if not _in(name, "methods", at):
         return "unknown", name
     return ("deprecated", name) if _in(name, "deprecated", at) else None
 
 
-def quant_method_releases(method: str) -> str:
-    """The examined releases that accept `method` ("0.5.0-0.27.1"), as text."""
+@lru_cache(maxsize=256)
+def rocm_refuses(method: str | None, version: str) -> str | None:
+    """The method as vLLM spells it when the ROCm platform of vLLM `version` does not accept
+    it (`quant_registry.ROCM`); None when it does, and when nothing can be said (as
+    `quant_method_refusal`: an unknown name, an older release, an override that may load it
+    as another method)."""
+    name = _vllm_spelling(method) if method else None
+    at = _examined_at(version)
+    if name is None or at is None or _in(name, "claimed", at) or not _in(name, "methods", at):
+        return None
+    return None if _in(name, "rocm", at) else name
+
+
+def quant_method_releases(method: str, table: str = "methods") -> str:
+    """The examined releases that accept `method` ("0.5.0-0.27.1"; `table` "rocm": on ROCm),
+    as text."""
     name = _vllm_spelling(method) or method
     return ", ".join(f"{'.'.join(map(str, a))}" + (f"-{'.'.join(map(str, b))}" if b else " on")
-                     for a, b in _spans(name, "methods")) or "none examined"
+                     for a, b in _spans(name, table)) or "no examined release"

@@ -133,6 +133,11 @@ def unknown_quant_message(name: str, flag: bool, rules: VllmRules) -> str:
     return f"Unknown quantization method: {name}. Must be one of [...]."
 
 
+def rocm_quant_message(name: str, rules: VllmRules) -> str:
+    """vLLM's refusal of a method the ROCm platform does not list (every release)."""
+    return f"{name} quantization is currently not supported in {rules.rocm_quant_platform}."
+
+
 def deprecated_quant_message(name: str) -> str:
     """vLLM 0.14+'s refusal of a deprecated quantization method. NOTE: vLLM passes the name as
     a second ValueError argument (logging style), so the text it prints is the tuple."""

@@ -37,7 +37,7 @@ from .stage_terms import fixed_terms as _fixed_terms
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, sampler_copies
 from .validation import (check_backend_block_size, check_dtype_capability,
-                         check_quant_capability, validate)
+                         check_quant_capability, check_rocm_quant, validate)
 from .weights import draft_bytes, runtime_dtype_bytes
 
 __all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
@@ -192,6 +192,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     validate(spec, settings, rules, version)
     check_backend_block_size(spec, settings, rules, gpu)
     check_quant_capability(spec, settings, gpu, version)
+    check_rocm_quant(spec, settings, rules, gpu, version)
     check_dtype_capability(spec, settings, rules, gpu)
     if spec.draft is not None:
         check_draft(spec, settings, rules)

@@ -41,6 +41,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "--block-size choices (engine/arg_utils.py)"),
     ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
      "0.6.4 charges everything on the GPU (§1a)"),
+    ("0.6.5", "both", {"rocm_quant_platform": "rocm"},
+     "ROCm's quantization list moves to platforms/rocm.py (device_name 'rocm')"),
     ("0.6.5", "v0", {"whole_gpu": False, "log_available": "v0_profile"},
      "u*T - (W + A + N), per instance (§1a)"),
     ("0.6.5", "v0", {"v0_mamba_slots": "eager_8194"},

@@ -11,14 +11,15 @@ from __future__ import annotations
 from . import _memo
 from . import messages as msg
 from .arch_support import (first_release_for, native_releases, not_native,
-                           quant_method_refusal, quant_method_releases, quant_min_capability)
+                           quant_method_refusal, quant_method_releases, quant_min_capability,
+                           rocm_refuses)
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["validate", "check_backend_block_size", "check_quant_method",
+__all__ = ["validate", "check_backend_block_size", "check_quant_method", "check_rocm_quant",
            "check_quant_capability", "check_dtype_capability", "bf16_refused"]
 
 
@@ -119,6 +120,33 @@ _DERIVED_METHODS = frozenset({"gguf", "modelopt", "modelopt_fp4", "modelopt_mixe
                               "modelopt_mxfp8"})
 
 
+def _judged_method(spec: ModelSpec, s: Settings, version: str) -> tuple[str | None, str | None]:
+    """(the --quantization flag, the method the release's lists judge: the flag, else the
+    checkpoint's; None where they cannot: none, a derived name, a development build)."""
+    flag = s.quantization
+    method = flag or (spec.quant.method if spec.quant is not None else None)
+    if not method or method in _DERIVED_METHODS or _is_dev_build(version):
+        return flag, None
+    return flag, method
+
+
+def check_rocm_quant(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                     version: str) -> None:
+    """The ROCm platform's check of the method against its list (`verify_quantization`; before
+    0.6.5 `rocm_supported_quantization` in ModelConfig), on AMD GPUs."""
+    if gpu.vendor != "amd":
+        return
+    flag, method = _judged_method(spec, s, version)
+    name = rocm_refuses(method, version) if method else None
+    if name is None:
+        return
+    raise UsageError(msg.rocm_quant_message(flag or name, rules),
+                     where="--quantization" if flag else "quantization_config",
+                     fix=f"vLLM {version} on ROCm does not run {name}; the releases whose ROCm "
+                         f"platform lists it: {quant_method_releases(name, 'rocm')}. Use such a release, an "
+                         "NVIDIA GPU or another checkpoint")
+
+
 def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
     """vLLM's check of the quantization method against the release's lists
     (`arch_support.quant_method_refusal`): a method the release does not have (argparse's
@@ -126,9 +154,8 @@ def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
     if s.allow_deprecated_quantization and not rules.allow_deprecated_quant_flag:
         raise _unrecognized("--allow-deprecated-quantization", "",
                             f"vLLM {version} has no such flag (0.14+)")
-    flag = s.quantization
-    method = flag or (spec.quant.method if spec.quant is not None else None)
-    if not method or method in _DERIVED_METHODS or _is_dev_build(version):
+    flag, method = _judged_method(spec, s, version)
+    if method is None:
         return
     found = quant_method_refusal(method, version)
     if found is None:
