@@ -63,18 +63,24 @@ def registry_archs(folder: Path) -> set[str]:
     return found
 
 
-def _tables(source: str) -> set[str]:
-    out: set[str] = set()
-    for node in ast.parse(source).body:
+def _assignments(nodes):
+    """(name, value) of each single-name assignment (`x = ...`, `x: T = ...`) among `nodes`."""
+    for node in nodes:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
         elif isinstance(node, ast.AnnAssign):
             target, value = node.target, node.value
         else:
             continue
-        if not (isinstance(target, ast.Name) and target.id.endswith("_MODELS")
-                and isinstance(value, ast.Dict)
-                and not any(s in target.id for s in _SKIP_TABLES)):
+        if isinstance(target, ast.Name):
+            yield target.id, value
+
+
+def _tables(source: str) -> set[str]:
+    out: set[str] = set()
+    for name, value in _assignments(ast.parse(source).body):
+        if not (name.endswith("_MODELS") and isinstance(value, ast.Dict)
+                and not any(s in name for s in _SKIP_TABLES)):
             continue
         out |= {k.value for k, v in zip(value.keys, value.values)
                 if isinstance(k, ast.Constant) and isinstance(v, ast.Tuple)}
@@ -158,16 +164,7 @@ def _quant_init(folder: Path) -> ast.Module | None:
 
 
 def _assigned(tree: ast.Module, name: str) -> ast.expr | None:
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign):
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and target.id == name:
-            return value
-    return None
+    return next((value for found, value in _assignments(tree.body) if found == name), None)
 
 
 def _strings(node: ast.AST | None) -> list[str]:
@@ -209,12 +206,10 @@ def rocm_methods(folder: Path) -> set[str] | None:
         for path in folder.rglob(Path(rel).name):
             if not path.as_posix().endswith(rel):
                 continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
-                          else node.target if isinstance(node, ast.AnnAssign) else None)
-                if (isinstance(target, ast.Name) and target.id == name
-                        and isinstance(node.value, (ast.List, ast.Tuple))):
-                    return set(_strings(node.value))
+            nodes = ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            for found, value in _assignments(nodes):
+                if found == name and isinstance(value, (ast.List, ast.Tuple)):
+                    return set(_strings(value))
     return None
 
 

@@ -211,10 +211,15 @@ def test_quant_method_refusal(method, version, expect):
     assert quant_method_refusal(method, version) == expect
 
 
+def _bnb(spec):
+    """`spec` as a bitsandbytes 4-bit checkpoint."""
+    return replace(spec, quant=QuantSpec(method="bitsandbytes", bits=4, group_size=64,
+                                         linear_bytes_per_param=0.53))
+
+
 def test_a_method_the_release_lacks_is_refused_in_vllms_words():
     spec, l4 = dense("Qwen/Qwen2.5-7B-Instruct"), lookup_gpu("L4")
-    bnb = replace(spec, quant=QuantSpec(method="bitsandbytes", bits=4, group_size=64,
-                                        linear_bytes_per_param=0.53))
+    bnb = _bnb(spec)
     with pytest.raises(UsageError) as exc:
         plan(bnb, Settings(), l4, vllm_version="0.28.0")
     assert exc.value.what == "Unknown quantization method: bitsandbytes. Must be one of [...]."
@@ -342,8 +347,7 @@ def test_rocm_refuses(method, version, expect):
 
 def test_rocm_refuses_a_method_its_platform_does_not_list_in_vllms_words():
     spec, mi300 = dense("Qwen/Qwen2.5-7B-Instruct"), lookup_gpu("MI300X")
-    bnb = replace(spec, quant=QuantSpec(method="bitsandbytes", bits=4, group_size=64,
-                                        linear_bytes_per_param=0.53))
+    bnb = _bnb(spec)
     with pytest.raises(UsageError) as exc:
         plan(bnb, Settings(), mi300, vllm_version="0.16.0")
     assert exc.value.what == "bitsandbytes quantization is currently not supported in rocm."
