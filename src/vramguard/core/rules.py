@@ -240,10 +240,10 @@ class VllmRules:
     # takes only the release's names (argparse choices), from 0.17 any text, which
     # ModelConfig then checks ("Unknown quantization method")
     allow_deprecated_quant_flag: bool = False
+    quant_flag_any_text: bool = False
     # the platform in ROCm's refusal of a method (config.py "ROCm"; from 0.6.5 the platform's
     # device_name, "rocm")
     rocm_quant_platform: str = "ROCm"
-    quant_flag_any_text: bool = False
     # --mm-ipc-gpu-memory-gb (0.25+): taken from the KV budget of a multimodal model after the
     # "Available KV cache memory" line; "0.25" | "0.27" (the refusal's wording)
     mm_ipc_reserve: str | None = None

@@ -143,8 +143,8 @@ def check_rocm_quant(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
     raise UsageError(msg.rocm_quant_message(flag or name, rules),
                      where="--quantization" if flag else "quantization_config",
                      fix=f"vLLM {version} on ROCm does not run {name}; the releases whose ROCm "
-                         f"platform lists it: {quant_method_releases(name, 'rocm')}. Use such a release, an "
-                         "NVIDIA GPU or another checkpoint")
+                         f"platform lists it: {quant_method_releases(name, 'rocm')}. Use such "
+                         "a release, an NVIDIA GPU or another checkpoint")
 
 
 def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
@@ -234,8 +234,8 @@ def _check_block_size(block: int, rules: VllmRules, version: str) -> None:
 
 def _unrecognized(flag: str, value: object, fix: str) -> UsageError:
     """argparse's error for a flag the release does not have."""
-    return UsageError(f"vllm serve: error: unrecognized arguments: {flag} {value}", where=flag,
-                      fix=fix)
+    text = f"vllm serve: error: unrecognized arguments: {flag} {value}".rstrip()
+    return UsageError(text, where=flag, fix=fix)
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...], version: str,
