@@ -120,14 +120,21 @@ _DERIVED_METHODS = frozenset({"gguf", "modelopt", "modelopt_fp4", "modelopt_mixe
                               "modelopt_mxfp8"})
 
 
-def _judged_method(spec: ModelSpec, s: Settings, version: str) -> tuple[str | None, str | None]:
-    """(the --quantization flag, the method the release's lists judge: the flag, else the
-    checkpoint's; None where they cannot: none, a derived name, a development build)."""
-    flag = s.quantization
-    method = flag or (spec.quant.method if spec.quant is not None else None)
+def _asked_method(spec: ModelSpec, s: Settings) -> tuple[str | None, str]:
+    """(the quantization method vLLM checks: --quantization when given, else the
+    checkpoint's; where it comes from, for the error)."""
+    if s.quantization:
+        return s.quantization, "--quantization"
+    return (spec.quant.method if spec.quant is not None else None), "quantization_config"
+
+
+def _judged_method(spec: ModelSpec, s: Settings, version: str) -> tuple[str | None, str]:
+    """`_asked_method`, None where the release's method lists cannot judge it: a name
+    vramguard derives, a development build."""
+    method, where = _asked_method(spec, s)
     if not method or method in _DERIVED_METHODS or _is_dev_build(version):
-        return flag, None
-    return flag, method
+        return None, where
+    return method, where
 
 
 def check_rocm_quant(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
@@ -136,12 +143,11 @@ def check_rocm_quant(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
     0.6.5 `rocm_supported_quantization` in ModelConfig), on AMD GPUs."""
     if gpu.vendor != "amd":
         return
-    flag, method = _judged_method(spec, s, version)
+    method, where = _judged_method(spec, s, version)
     name = rocm_refuses(method, version) if method else None
     if name is None:
         return
-    raise UsageError(msg.rocm_quant_message(flag or name, rules),
-                     where="--quantization" if flag else "quantization_config",
+    raise UsageError(msg.rocm_quant_message(s.quantization or name, rules), where=where,
                      fix=f"vLLM {version} on ROCm does not run {name}; the releases whose ROCm "
                          f"platform lists it: {quant_method_releases(name, 'rocm')}. Use such "
                          "a release, an NVIDIA GPU or another checkpoint")
@@ -154,14 +160,12 @@ def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
     if s.allow_deprecated_quantization and not rules.allow_deprecated_quant_flag:
         raise _unrecognized("--allow-deprecated-quantization", "",
                             f"vLLM {version} has no such flag (0.14+)")
-    flag, method = _judged_method(spec, s, version)
-    if method is None:
-        return
-    found = quant_method_refusal(method, version)
+    method, where = _judged_method(spec, s, version)
+    found = quant_method_refusal(method, version) if method else None
     if found is None:
         return
     kind, name = found
-    where = "--quantization" if flag else "quantization_config"
+    flag = s.quantization
     if kind == "deprecated":
         if not s.allow_deprecated_quantization:
             raise UsageError(msg.deprecated_quant_message(flag or name), where=where,
@@ -267,7 +271,7 @@ def check_backend_block_size(spec: ModelSpec, s: Settings, rules: VllmRules,
 def check_quant_capability(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: str) -> None:
     """vLLM's check of the quantization method against the GPU's compute capability (NVIDIA;
     the method's config class's `get_min_capability()` in that release)."""
-    method = s.quantization or (spec.quant.method if spec.quant is not None else None)
+    method, where = _asked_method(spec, s)
     if not method or gpu.vendor != "nvidia" or gpu.compute_capability is None:
         return
     found = quant_min_capability(method, version)
@@ -277,7 +281,6 @@ def check_quant_capability(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: 
         return
     minimum, name = found
     later = first_release_for(method, current)
-    where = "--quantization" if s.quantization else "quantization_config"
     raise UsageError(msg.quant_capability_message(name, minimum, current), where=where,
                      fix=f"{gpu.name} has compute capability {major}.{minor}; {method} needs "
                          f"{minimum // 10}.{minimum % 10} or newer in vLLM {version}"
