@@ -16,11 +16,12 @@ from functools import lru_cache
 import pytest
 
 from vramguard.core import _memo, planner
-from vramguard.core._frozen import maker
+from vramguard.core._frozen import HASH_KEY, maker, replacer
 from vramguard.core.calibration import Calibration, CalibrationKey
 from vramguard.core.gpu_catalog import lookup_gpu
 from vramguard.core.plan import KvCapacity, Ledger, Outcome, Plan
 from vramguard.core.provenance import Estimate, Source
+from vramguard.core.settings import Settings
 from vramguard.errors import UsageError
 from vramguard.sources.resolve import load_model_spec
 
@@ -90,6 +91,17 @@ def test_maker_builds_equal_objects():
                            source=Source.ESTIMATED, note="x") == e
     for cls in (Ledger, KvCapacity, Outcome, Plan):
         assert maker(cls).field_names == {f.name for f in dataclasses.fields(cls)}
+
+
+def test_settings_hash_is_cached_and_not_copied_by_replace():
+    a = Settings(max_num_seqs=3, user_set=frozenset({"max_num_seqs"}))
+    h = hash(a)
+    assert hash(a) == h == hash(Settings(max_num_seqs=3, user_set=frozenset({"max_num_seqs"})))
+    b = replacer(Settings)(a, max_num_seqs=4)
+    assert HASH_KEY not in vars(b)          # the copy's values differ: its own hash
+    assert b != a and hash(b) == hash(Settings(max_num_seqs=4,
+                                               user_set=frozenset({"max_num_seqs"})))
+    assert {a: 1}.get(replacer(Settings)(b, max_num_seqs=3)) == 1
 
 
 def test_maker_refuses_classes_with_more_than_fields():

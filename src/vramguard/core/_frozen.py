@@ -16,6 +16,10 @@ from typing import Callable, TypeVar
 
 T = TypeVar("T")
 
+# NOTE: where a class that caches its hash keeps it (an instance attribute, not a field);
+# `replace` drops it from the copy.
+HASH_KEY = "_hash"
+
 
 def _check(cls: type) -> None:
     """Refuse classes whose construction does more than set fields."""
@@ -57,6 +61,7 @@ def replacer(cls: type[T]) -> Callable[..., T]:
         d = out.__dict__
         d.update(obj.__dict__)
         d.update(changes)
+        d.pop(HASH_KEY, None)       # NOTE: a cached hash belongs to the original's values
         return out
 
     replace.field_names = names     # type: ignore[attr-defined]

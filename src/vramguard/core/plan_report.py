@@ -416,8 +416,9 @@ class PlanReport:
         s = self.s
         if s.cudagraph_mode is not None and s.cudagraph_mode == self.graph_mode:
             return USER
-        if s.enforce_eager or any(x is not None for x in (
-                s.cudagraph_mode, s.optimization_level, s.compilation_mode)):
+        # NOTE: no generator: runs once per screened candidate.
+        if (s.enforce_eager or s.cudagraph_mode is not None or s.optimization_level is not None
+                or s.compilation_mode is not None):
             return DERIVED
         return DEFAULT
 

@@ -6,7 +6,10 @@ through the version rules and reports every effective value (and its source) in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
+
+from ._frozen import HASH_KEY as _HASH_KEY
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,15 @@ class Settings:
     model: str | None = None                  # the model argument as given, if any
     user_set: frozenset[str] = field(default_factory=frozenset)   # flags the user gave
 
+    def __hash__(self) -> int:
+        # NOTE: a search hashes each candidate several times (its plan cache, the memo keys);
+        # 57 fields are hashed once and the value kept (`_frozen.replace` drops it).
+        d = self.__dict__
+        h = d.get(_HASH_KEY)
+        if h is None:
+            h = d[_HASH_KEY] = hash(_field_values(self))
+        return h
+
     @property
     def world_size(self) -> int:
         """GPUs per engine instance: TP x PP."""
@@ -80,3 +92,6 @@ class Settings:
     def with_(self, **changes) -> "Settings":
         """A copy with `changes` applied and recorded as user-set."""
         return replace(self, user_set=self.user_set | frozenset(changes), **changes)
+
+
+_field_values = attrgetter(*(f.name for f in fields(Settings)))
