@@ -12,7 +12,8 @@ import pytest
 from core_specs import dense
 from vramguard.core import arch_registry
 from vramguard.core.arch_support import (first_release_for, native_releases, not_native,
-                                         quant_method_refusal, quant_min_capability, rocm_refuses)
+                                         quant_method_last_release, quant_method_refusal,
+                                         quant_min_capability, rocm_refuses)
 from vramguard.core.model import QuantSpec
 from vramguard.core.gpu_catalog import lookup_gpu
 from vramguard.core.planner import plan
@@ -329,6 +330,13 @@ def test_the_gguf_rows_follow_the_method_table():
     for version in QUANT_EXAMINED:
         assert resolve_rules(version).gguf_loader == (
             quant_method_refusal("gguf", version) is None), version
+
+
+def test_the_last_release_of_a_method():
+    assert quant_method_last_release("gguf") == "0.23"             # 0.5.5-0.23.0
+    assert quant_method_last_release("bitsandbytes") == "0.27.1"   # 0.5.0-0.27.1
+    assert quant_method_last_release("fp8") is None                # still accepted
+    assert quant_method_last_release("my_plugin_method") is None   # no release lists it
 
 
 @pytest.mark.parametrize("method, version, expect", [

@@ -20,7 +20,8 @@ from .quant_registry import CLAIMED, DEPRECATED, METHODS, MIN_CAPABILITY, QUANT_
 from .rules import parse_version
 
 __all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for",
-           "quant_method_refusal", "quant_method_releases", "rocm_refuses"]
+           "quant_method_refusal", "quant_method_releases", "quant_method_last_release",
+           "rocm_refuses"]
 
 _V3 = tuple[int, int, int]
 _v3 = parse_version
@@ -159,3 +160,13 @@ def quant_method_releases(method: str, table: str = "methods") -> str:
     name = _vllm_spelling(method) or method
     return ", ".join(f"{'.'.join(map(str, a))}" + (f"-{'.'.join(map(str, b))}" if b else " on")
                      for a, b in _spans(name, table)) or "no examined release"
+
+
+def quant_method_last_release(method: str) -> str | None:
+    """The newest examined release that accepts `method` ("0.23", a ".0" patch left out);
+    None when the newest examined release still accepts it or none does."""
+    spans = _spans(_vllm_spelling(method) or method, "methods")
+    last = spans[-1][1] if spans else None
+    if last is None:
+        return None
+    return ".".join(map(str, last[:2] if last[2] == 0 else last))

@@ -11,8 +11,8 @@ from __future__ import annotations
 from . import _memo
 from . import messages as msg
 from .arch_support import (first_release_for, native_releases, not_native,
-                           quant_method_refusal, quant_method_releases, quant_min_capability,
-                           rocm_refuses)
+                           quant_method_last_release, quant_method_refusal, quant_method_releases,
+                           quant_min_capability, rocm_refuses)
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
@@ -36,12 +36,12 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
         _check_architecture(spec, version)
     if spec.checkpoint is not None and spec.checkpoint.format == "gguf" and not rules.gguf_loader:
         # NOTE: the releases from the method table, which `rules.gguf_loader` follows
-        span = quant_method_releases("gguf")
-        last = span.rpartition("-")[2].removesuffix(".0")
+        last = quant_method_last_release("gguf")
+        pick = f"--vllm-version {last}" if last else "a release that reads GGUF"
         raise UsageError(f"vLLM {version} cannot load a GGUF checkpoint: vLLM reads GGUF in "
-                         f"{span} only", where=spec.name,
-                         fix=f"Plan with --vllm-version {last} (the release you would run it "
-                             "with), or plan the original safetensors checkpoint")
+                         f"{quant_method_releases('gguf')} only", where=spec.name,
+                         fix=f"Plan with {pick} (the release you would run it with), or plan "
+                             "the original safetensors checkpoint")
     check_quant_method(spec, s, rules, version)
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
