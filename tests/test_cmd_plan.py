@@ -380,6 +380,13 @@ def test_hf_overrides_extend_the_derived_length(capsys):
     plan = json.loads(out)
     assert plan["settings"]["max_model_len"] == 131072
     assert any("overridden" in a for a in plan["assumptions"])
+    # 0.30+ takes max_position_embeddings as already scaled: the fix names the override
+    newest = [a if a != "0.29.0" else "0.33.0" for a in args]
+    rc, _, err = run(capsys, *newest, "--hf-overrides", yarn)
+    assert rc == 2 and '"max_position_embeddings": 131072 to --hf-overrides' in err
+    both = yarn[:-1] + ', "max_position_embeddings": 131072}'
+    rc, out, _ = run(capsys, *newest, "--hf-overrides", both)
+    assert json.loads(out)["settings"]["max_model_len"] == 131072
 
 
 @pytest.mark.parametrize("encoding", ["cp437", "latin-1", "ascii"])

@@ -351,6 +351,24 @@ def test_yarn_multiplied_before_030_not_after():
     assert derive_max_model_len(spec, R("0.30.0")).limit == 32768
 
 
+def test_yarn_not_lengthening_says_how_to_lengthen():
+    """0.30+: asking for the YaRN length gets vLLM's error with the override that gives it;
+    a length beyond it, or no YaRN, the plain fix."""
+    spec = dense(max_pos=32768, rope={"rope_type": "yarn", "factor": 4.0,
+                                      "original_max_position_embeddings": 32768})
+    assert derive_max_model_len(spec, R("0.29.0")).unscaled_yarn_len is None
+    assert derive_max_model_len(spec, R("0.30.0")).unscaled_yarn_len == 131072
+    with pytest.raises(UsageError) as e:
+        resolve_max_model_len(spec, R("0.30.0"), 131072)
+    assert e.value.fix == ('vLLM 0.30+ takes max_position_embeddings (32768) as already scaled '
+                           'by YaRN: add "max_position_embeddings": 131072 to --hf-overrides '
+                           'next to the rope scaling, or use --max-model-len 32768 or less')
+    for s, n in ((spec, 131073), (dense(max_pos=32768), 131072)):
+        with pytest.raises(UsageError) as e:
+            resolve_max_model_len(s, R("0.30.0"), n)
+        assert e.value.fix == "Use --max-model-len 32768 or less"
+
+
 def test_linear_scaling_and_gemma3_exception():
     spec = dense(max_pos=4096, rope={"type": "linear", "factor": 2.0})
     assert derive_max_model_len(spec, R("0.33.0")).value == 8192

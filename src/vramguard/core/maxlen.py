@@ -25,6 +25,9 @@ class DerivedLen:
     key: str                # the config key that decided (for the error message)
     key_value: int          # that key's value
     note: str = ""
+    # The length YaRN's factor would give (original positions x factor) in a release that
+    # takes max_position_embeddings as already scaled (0.30+); None elsewhere.
+    unscaled_yarn_len: int | None = None
 
 
 def _rope(spec: ModelSpec) -> tuple[str | None, float]:
@@ -54,11 +57,15 @@ def derive_max_model_len(spec: ModelSpec, rules: VllmRules, *,
     kind, factor = _rope(spec)
     value = derived
     is_gemma3 = spec.model_type.startswith("gemma3")
+    yarn_len = None
     if kind and not is_gemma3 and kind not in _NEVER_SCALED and kind != "mrope":
         if kind in _YARN:
+            orig = (spec.rope_scaling or {}).get("original_max_position_embeddings")
+            scaled = int((orig or derived) * factor)
             if not rules.rope_yarn_excluded:
-                orig = (spec.rope_scaling or {}).get("original_max_position_embeddings")
-                derived = int((orig or derived) * factor)
+                derived = scaled
+            elif scaled > derived:
+                yarn_len = scaled
         elif kind not in ("default",):
             derived = int(derived * factor)
         value = derived
@@ -67,7 +74,7 @@ def derive_max_model_len(spec: ModelSpec, rules: VllmRules, *,
         if orig:
             value = int(orig)
     return DerivedLen(value=int(value), limit=int(derived), key=key, key_value=key_value,
-                      note=note)
+                      note=note, unscaled_yarn_len=yarn_len)
 
 
 def resolve_max_model_len(spec: ModelSpec, rules: VllmRules, user_len: int | None, *,
@@ -94,8 +101,21 @@ def apply_user_len(spec: ModelSpec, d: DerivedLen, user_len: int | None, *,
                                                       and cfg_mml >= user_len):
         raise UsageError(messages.max_len_message(user_len, d.key, d.key_value,
                                                   spec.tokenizer_max_length),
-                         where="--max-model-len", fix=f"Use --max-model-len {d.limit} or less")
+                         where="--max-model-len", fix=_too_long_fix(d, user_len))
     return int(user_len), d
+
+
+def _too_long_fix(d: DerivedLen, user_len: int) -> str:
+    """Use a shorter length; where YaRN is configured but the release no longer lengthens
+    the maximum by its factor, say how to lengthen it (vLLM 0.30+ takes
+    max_position_embeddings as already scaled, as Transformers' YaRN does)."""
+    shorter = f"use --max-model-len {d.limit} or less"
+    if d.unscaled_yarn_len is None or user_len > d.unscaled_yarn_len or d.key != \
+            "max_position_embeddings":
+        return shorter[0].upper() + shorter[1:]
+    return (f"vLLM 0.30+ takes max_position_embeddings ({d.key_value}) as already scaled by "
+            f"YaRN: add \"max_position_embeddings\": {d.unscaled_yarn_len} to --hf-overrides "
+            f"next to the rope scaling, or {shorter}")
 
 
 def parse_len(text: str) -> int | None:
