@@ -100,6 +100,28 @@ def test_pasted_command_pins(capsys):
     assert "--kv-cache-dtype fp8" in doc["recommended"]["command"]
 
 
+def test_config_overrides_stay_on_the_recommended_command(capsys, tmp_path):
+    """--hf-overrides that lengthen the model (YaRN) are written on the command and in the
+    YAML: without them vLLM derives the shorter length and refuses the recommendation."""
+    import yaml
+
+    over = ('{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, '
+            '"original_max_position_embeddings": 32768}, "max_position_embeddings": 131072}')
+    rc, out, err = run(capsys, "Qwen/Qwen3-8B", "--gpu", "H100", "--workload", "p99=100000",
+                       "--json", "--offline", "--hf-overrides", over)
+    assert rc == 0, err
+    rec = json.loads(out)["recommended"]
+    assert rec["plan"]["settings"]["max_model_len"] > 40960
+    again = parse_vllm_command(rec["command"])
+    assert again.config_overrides == json.loads(over)
+    assert yaml.safe_load(rec["config_yaml"])["hf-overrides"]
+    path = tmp_path / "this.yaml"
+    path.write_text(rec["config_yaml"])
+    from_yaml = parse_vllm_command(f"vllm serve Qwen/Qwen3-8B --config {path}")
+    assert from_yaml.config_overrides == json.loads(over)
+    assert from_yaml.settings.config_overrides == again.settings.config_overrides
+
+
 @pytest.mark.parametrize("version", ["0.33.0", "0.11.1", "0.11.0"])
 def test_compilation_pins_round_trip(capsys, version):
     """Pinned CUDA-graph flags stay on the command and in the --config YAML, and both parse

@@ -604,6 +604,31 @@ def test_config_overrides():
         assert bad[0] in str(e.value.where)
 
 
+def test_config_override_flags_are_kept_and_written_back(tmp_path):
+    """The model-config flags stay in the Settings as given (for the release's flag check
+    and the commands written back): --hf-overrides once, merged; the others as given."""
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    cmd = parse_vllm_args(["m", "--rope-scaling", json.dumps(yarn),
+                           "--hf-overrides", '{"max_position_embeddings": 131072}',
+                           "--hf-overrides.rope_theta", "5", "--max-model-len", "131072"])
+    st = cmd.settings
+    assert st.config_overrides == (
+        ("--rope-scaling", json.dumps(yarn)),
+        ("--hf-overrides", '{"max_position_embeddings": 131072}'),
+        ("--hf-overrides", '{"rope_theta": 5}'))
+    assert "config_overrides" in st.user_set
+    args = settings_to_args(st)
+    i = args.index("--hf-overrides")
+    assert json.loads(args[i + 1]) == {"max_position_embeddings": 131072, "rope_theta": 5}
+    assert json.loads(args[args.index("--rope-scaling") + 1]) == yarn
+    again = parse_vllm_args(["m", *args])
+    assert again.config_overrides == cmd.config_overrides
+    # a pasted line and more flags: both sets are on the command line
+    both = parse_vllm_command(["vllm serve m --rope-theta 7", "--hf-overrides.a", "1"])
+    assert [f for f, _ in both.settings.config_overrides] == ["--rope-theta", "--hf-overrides"]
+    assert parse_vllm_args(["m"]).settings.config_overrides == ()
+
+
 def test_multimodal_switches_are_read():
     """--language-model-only and --skip-mm-profiling change the plan (no longer 'not modeled')."""
     from vramguard.sources.vllm_args import parse_vllm_args

@@ -351,6 +351,30 @@ def test_yarn_multiplied_before_030_not_after():
     assert derive_max_model_len(spec, R("0.30.0")).limit == 32768
 
 
+@pytest.mark.parametrize("flag, value, version, fix", [
+    ("--rope-scaling", '{"factor": 2.0, "rope_type": "linear"}', "0.11.1",
+     "vLLM 0.11.1 has no such flag (0.4.3-0.11.0): write it as --hf-overrides "
+     '\'{"rope_scaling": {"factor": 2.0, "rope_type": "linear"}}\''),
+    ("--rope-theta", "1000000.0", "0.33.0",
+     "vLLM 0.33.0 has no such flag (0.5.0-0.11.0): write it as --hf-overrides "
+     '\'{"rope_theta": 1000000.0}\''),
+    ("--rope-theta", "1000000.0", "0.4.3", "vLLM 0.4.3 has no such flag (0.5.0-0.11.0)"),
+    ("--hf-overrides", '{"rope_theta": 5}', "0.6.3",
+     "vLLM 0.6.3 has no such flag (0.6.4 on): --rope-scaling (and --rope-theta from 0.5.0) "
+     "set those keys"),
+])
+def test_config_flags_the_release_does_not_have(flag, value, version, fix):
+    """argparse's error for --rope-scaling / --rope-theta (0.4.3 / 0.5.0 to 0.11.0) and
+    --hf-overrides (0.6.4 on) outside their releases; inside them the plan is made."""
+    s = Settings(config_overrides=((flag, value),), max_model_len=4096)
+    with pytest.raises(UsageError) as e:
+        plan(dense(), s, lookup_gpu("H100"), vllm_version=version)
+    assert e.value.what == f"vllm serve: error: unrecognized arguments: {flag} {value}"
+    assert (e.value.where, e.value.fix) == (flag, fix)
+    for ok in ("0.6.4", "0.11.0") if flag != "--hf-overrides" else ("0.6.4", "0.33.0"):
+        assert plan(dense(), s, lookup_gpu("H100"), vllm_version=ok).outcome.ok
+
+
 def test_yarn_not_lengthening_says_how_to_lengthen():
     """0.30+: asking for the YaRN length gets vLLM's error with the override that gives it;
     a length beyond it, or no YaRN, the plain fix."""

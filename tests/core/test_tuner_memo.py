@@ -182,6 +182,7 @@ SWEEP = {
     "cudagraph_capture_sizes": ((1, 2, 4),), "performance_mode": ("throughput",),
     "limit_mm_per_prompt": ((("image", 0), ("video", 0), ("audio", 0)), (("image", 0),)),
     "mm_encoder_tp_mode": ("data",), "mm_ipc_gpu_memory_gb": (1.5,),
+    "config_overrides": ((("--hf-overrides", '{"rope_theta": 1000000.0}'),),),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",
                 "deepseek-ai/DeepSeek-V2-Lite-Chat", "Qwen/Qwen3-30B-A3B", "openai/gpt-oss-20b",

@@ -28,8 +28,10 @@ _KVQ_028 = _KVQ_025 | {"nvfp4_4over6"}
 CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
     ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
+    ("0.4.3", "both", {"rope_scaling_flag": True}, "--rope-scaling (engine/arg_utils.py)"),
     ("0.5.0", "both", {"block_size_choices": (8, 16, 32)},
      "--block-size choices (engine/arg_utils.py)"),
+    ("0.5.0", "both", {"rope_theta_flag": True}, "--rope-theta (engine/arg_utils.py)"),
     ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
      "multimodal profile run: sequences = tokens // max mm tokens (model_runner.profile_run)"),
     ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
@@ -39,6 +41,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
     ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
+    ("0.6.4", "both", {"hf_overrides_flag": True}, "--hf-overrides (engine/arg_utils.py)"),
     ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
      "0.6.4 charges everything on the GPU (§1a)"),
     ("0.6.5", "both", {"rocm_quant_platform": "rocm"},
@@ -172,6 +175,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "--max-cudagraph-capture-size and --cudagraph-capture-sizes (a user list keeps the sizes "
      "<= max_num_batched_tokens); --cuda-graph-sizes their deprecated alias "
      "(config/vllm.py _set_cudagraph_sizes)"),
+    ("0.11.1", "v1", {"rope_scaling_flag": False, "rope_theta_flag": False},
+     "--rope-scaling and --rope-theta removed: --hf-overrides (engine/arg_utils.py)"),
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.11.2", "v1", {"dcp": "gqa"},

@@ -71,6 +71,10 @@ class Settings:
     skip_mm_profiling: bool = False           # encoder not in the profile run's peak
     mm_ipc_gpu_memory_gb: float = 0.0         # GiB taken from the KV budget for the frontend's
                                               # GPU multimodal decoding (0.25+)
+    # The model-config flags as given, (flag, JSON of what it sets): --hf-overrides,
+    # --rope-scaling, --rope-theta. Their effect is in the ModelSpec (sources/resolve.py);
+    # here for the release's own flag check and for writing the command back.
+    config_overrides: tuple[tuple[str, str], ...] = ()
     entrypoint: str = "serve"                 # "serve" (vllm serve / api_server) or "llm" (LLM class)
     model: str | None = None                  # the model argument as given, if any
     user_set: frozenset[str] = field(default_factory=frozenset)   # flags the user gave

@@ -43,6 +43,8 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
                          fix=f"Plan with {pick} (the release you would run it with), or plan "
                              "the original safetensors checkpoint")
     check_quant_method(spec, s, rules, version)
+    if s.config_overrides:
+        _check_override_flags(s, rules, version)
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
@@ -240,6 +242,27 @@ def _unrecognized(flag: str, value: object, fix: str) -> UsageError:
     """argparse's error for a flag the release does not have."""
     text = f"vllm serve: error: unrecognized arguments: {flag} {value}".rstrip()
     return UsageError(text, where=flag, fix=fix)
+
+
+# The model-config flags: the rules field saying the release has one, and the releases that do.
+_OVERRIDE_FLAGS = {"--rope-scaling": ("rope_scaling_flag", "0.4.3-0.11.0", "rope_scaling"),
+                   "--rope-theta": ("rope_theta_flag", "0.5.0-0.11.0", "rope_theta"),
+                   "--hf-overrides": ("hf_overrides_flag", "0.6.4 on", None)}
+
+
+def _check_override_flags(s: Settings, rules: VllmRules, version: str) -> None:
+    """--rope-scaling, --rope-theta and --hf-overrides as the release's argparse has them
+    (0.11.1 removed the first two: --hf-overrides sets the same config keys)."""
+    for flag, value in s.config_overrides:
+        field, releases, key = _OVERRIDE_FLAGS[flag]
+        if getattr(rules, field):
+            continue
+        fix = f"vLLM {version} has no such flag ({releases})"
+        if key is not None and rules.hf_overrides_flag:
+            fix += f": write it as --hf-overrides '{{\"{key}\": {value}}}'"
+        elif key is None and rules.rope_scaling_flag:
+            fix += ": --rope-scaling (and --rope-theta from 0.5.0) set those keys"
+        raise _unrecognized(flag, value, fix)
 
 
 def _check_choice(flag: str, value: str, choices: tuple[str, ...], version: str,

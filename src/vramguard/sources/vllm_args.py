@@ -206,6 +206,11 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
         model = positionals[0]   # vLLM: the positional model wins over --model
     changes = dict(scan.changes)
     settings = base or Settings()
+    user_set = set(scan.user_set)
+    if scan.override_args:
+        # NOTE: after a pasted line's own (`base`): both are on the command line
+        changes["config_overrides"] = settings.config_overrides + tuple(scan.override_args)
+        user_set.add("config_overrides")
     if model is not None:
         changes["model"] = model
     model = changes.get("model", settings.model)
@@ -214,7 +219,7 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
         names = " ".join(dict.fromkeys(scan.unmodeled))
         notes.append(f"not modeled, although vLLM's memory depends on them: {names} "
                      "(the plan is made without them)")
-    return VllmCommand(model=model, settings=_with(settings, changes, scan.user_set),
+    return VllmCommand(model=model, settings=_with(settings, changes, user_set),
                        config_overrides=dict(scan.config_overrides),
                        ignored=tuple(scan.ignored),
                        unmodeled=tuple(scan.unmodeled), unknown=tuple(scan.unknown),

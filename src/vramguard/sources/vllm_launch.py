@@ -217,6 +217,8 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
         elif name == "limit_mm_per_prompt":
             limits = settings.limit_mm_per_prompt
             values["--limit-mm-per-prompt"] = json.dumps(dict(limits)) if limits else None
+        elif name == "config_overrides":
+            values.update(_override_flags(settings.config_overrides))
         elif name == "num_speculative_tokens":
             n, method = settings.num_speculative_tokens, settings.speculative_method
             draft = settings.speculative_model
@@ -230,6 +232,21 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
     for key, val in (overrides or {}).items():
         values[flag_for(str(key))] = val
     return flag_tokens(values)[1]
+
+
+def _override_flags(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The model-config flags to write: --rope-scaling / --rope-theta as given (the last of
+    each), --hf-overrides once with everything given to it (argparse keeps the last one)."""
+    out: dict[str, str] = {}
+    merged: dict = {}
+    for flag, text in pairs:
+        if flag == "--hf-overrides":
+            merged.update(json.loads(text))
+        else:
+            out[flag] = text
+    if merged:
+        out["--hf-overrides"] = json.dumps(merged)
+    return out
 
 
 def command_with(cmd, overrides: dict[str, object] | None = None) -> str:

@@ -94,6 +94,8 @@ class _Scan:
         self.positionals: list[str] = []
         self.config_file: str | None = None
         self.config_overrides: dict[str, object] = {}
+        # (flag, JSON of its value) per model-config flag, in order (Settings.config_overrides)
+        self.override_args: list[tuple[str, str]] = []
 
     def apply(self, flag: str, value: object) -> None:
         """Record `flag` (a FLAGS key) set to `value`."""
@@ -174,7 +176,10 @@ class _Scan:
             return self._skip_bool_literal(tokens, i, eq)
         if flag in CONFIG_OVERRIDE_FLAGS:
             value, i = self._take_value(name, eq, inline, tokens, i)
-            self.config_overrides.update(config_override(flag, value, name, dotted))
+            change = config_override(flag, value, name, dotted)
+            self.config_overrides.update(change)
+            given = change if flag == "--hf-overrides" else next(iter(change.values()))
+            self.override_args.append((flag, json.dumps(given)))
             return i
         if flag in _VALUED:
             self._accept(flag, flag)
