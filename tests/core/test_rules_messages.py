@@ -13,6 +13,7 @@ from vramguard.core.planner import NEWEST_VERSION, plan
 from vramguard.core.provenance import GIB
 from vramguard.core.rules import (VERSION_TABLE, engines_for, parse_version, resolve_rules,
                                   scheduler_defaults)
+from vramguard.core.rules_changes import FLAG_RELEASES
 from vramguard.core.settings import Settings
 from vramguard.errors import UsageError
 
@@ -373,6 +374,56 @@ def test_config_flags_the_release_does_not_have(flag, value, version, fix):
     assert (e.value.where, e.value.fix) == (flag, fix)
     for ok in ("0.6.4", "0.11.0") if flag != "--hf-overrides" else ("0.6.4", "0.33.0"):
         assert plan(dense(), s, lookup_gpu("H100"), vllm_version=ok).outcome.ok
+
+
+@pytest.mark.parametrize("name, value, first, last", [
+    (name, value, first, last)
+    for name, value in (("swap_space", 4.0), ("cpu_offload_gb", 2.0),
+                        ("disable_sliding_window", True), ("enable_expert_parallel", True),
+                        ("async_scheduling", True), ("skip_mm_profiling", True),
+                        ("language_model_only", True), ("kv_offloading_size", 8.0))
+    for _flag, first, last in [FLAG_RELEASES[name]]])
+def test_flags_by_release(name, value, first, last):
+    """A flag outside the releases whose argparse has it: "unrecognized arguments" before
+    anything else; at the first and last release it is accepted."""
+    from vramguard.core.arch_registry import EXAMINED as EXAMINED_VERSIONS
+    flag = FLAG_RELEASES[name][0]
+    g = lookup_gpu("H100")
+    given = Settings(max_model_len=4096, **{name: value}, user_set=frozenset({name}))
+    releases = [v for v in EXAMINED_VERSIONS if parse_version(v) >= (0, 4, 0)]
+    before = [v for v in releases if parse_version(v) < parse_version(first)]
+    after = [v for v in releases if last and parse_version(v) > parse_version(last)]
+    for version in before[-1:] + after[:1]:
+        with pytest.raises(UsageError) as e:
+            plan(dense(), given, g, vllm_version=version)
+        shown = "" if value is True else f" {value:g}"
+        assert e.value.what == f"vllm serve: error: unrecognized arguments: {flag}{shown}"
+        assert e.value.where == flag and f"vLLM {version} has no such flag" in e.value.fix
+    inside = [v for v in (first, last) if v and v in releases and v not in ("0.4.0",)]
+    for version in inside:
+        try:
+            plan(dense(), given, g, vllm_version=version)
+        except UsageError as e:          # another check may refuse, never argparse
+            assert "unrecognized arguments" not in e.what, version
+
+
+def test_flag_check_reads_the_launch():
+    """No user_set: a value off the default is given; the LLM class has no argparse."""
+    g = lookup_gpu("H100")
+    with pytest.raises(UsageError, match="--swap-space 4. vLLM 0.33.0 has no such flag "
+                                         r"\(0.4.0-0.17.1\): drop it: V1 preempts"):
+        plan(dense(), Settings(swap_space=4.0, max_model_len=4096), g)
+    assert plan(dense(), Settings(swap_space=4.0, max_model_len=4096, entrypoint="llm"),
+                g).outcome.ok
+    assert plan(dense(), Settings(max_model_len=4096), g, vllm_version="0.4.0").outcome.ok
+
+
+def test_flag_releases_name_the_parsers_flags():
+    """Each listed flag is the one the command-line parser maps to that Settings field."""
+    from vramguard.sources.vllm_flags import FLAGS
+    for name, (flag, first, last) in FLAG_RELEASES.items():
+        assert FLAGS[flag].field == name
+        assert last is None or parse_version(first) < parse_version(last)
 
 
 def test_yarn_not_lengthening_says_how_to_lengthen():

@@ -166,7 +166,8 @@ def test_walk_kv_bytes_equal_the_ledgers_kv_term():
     the same K on every stage, for random settings (whole-GPU releases, forced pools, PP)."""
     rng = random.Random(7)
     checked = 0
-    for _ in range(400):
+    # NOTE: about 40 % of the draws give a release a flag it does not have (refused first)
+    for _ in range(600):
         model, gpu, version = rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS)
         s = random_settings(rng)
         try:

@@ -355,3 +355,23 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033"}, "§1a, §4, §9"),
 )
+
+# `vllm serve` flags that came or went, by the Settings field each sets: (the flag, the first
+# release that has it, the last one or None). Read from each release's engine/arg_utils.py
+# (0.4.1-0.33.0; "0.4.0": the oldest examined). Argparse refuses them elsewhere, before
+# anything else. The flags whose releases other checks follow (quantization, CUDA-graph,
+# Mamba, DCP, multimodal-encoder, KV-format, config-override flags) are not listed.
+FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
+    "swap_space": ("--swap-space", "0.4.0", "0.17.1"),
+    "disable_sliding_window": ("--disable-sliding-window", "0.4.3", None),
+    "cpu_offload_gb": ("--cpu-offload-gb", "0.5.3", None),
+    "limit_mm_per_prompt": ("--limit-mm-per-prompt", "0.5.5", None),
+    "enable_expert_parallel": ("--enable-expert-parallel", "0.8.0", None),
+    "data_parallel_size": ("--data-parallel-size", "0.8.3", None),
+    "disable_hybrid_kv_cache_manager": ("--disable-hybrid-kv-cache-manager", "0.9.1", None),
+    "async_scheduling": ("--async-scheduling", "0.10.0", None),
+    "skip_mm_profiling": ("--skip-mm-profiling", "0.10.1", None),
+    "kv_offloading_size": ("--kv-offloading-size", "0.11.1", None),
+    "kv_offloading_backend": ("--kv-offloading-backend", "0.11.1", None),
+    "language_model_only": ("--language-model-only", "0.17.0", None),
+}

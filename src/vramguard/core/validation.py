@@ -8,6 +8,8 @@ Split from `planner`, which calls `validate` and the GPU checks (`check_backend_
 
 from __future__ import annotations
 
+import json
+
 from . import _memo
 from . import messages as msg
 from .arch_support import (first_release_for, native_releases, not_native,
@@ -16,7 +18,8 @@ from .arch_support import (first_release_for, native_releases, not_native,
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
-from .rules import VllmRules
+from .rules import VllmRules, parse_version
+from .rules_changes import FLAG_RELEASES
 from .settings import Settings
 
 __all__ = ["validate", "check_backend_block_size", "check_quant_method", "check_rocm_quant",
@@ -32,6 +35,11 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     """vLLM's own checks of `s` for the release `version` (shown in the messages; default:
     the row's first release)."""
     version = version or rules.version
+    # NOTE: argparse runs first: a flag the release does not have stops it before the model
+    if s.entrypoint == "serve":
+        _check_flag_releases(s, version)
+    if s.config_overrides:
+        _check_override_flags(s, rules, version)
     if not rules.transformers_fallback:
         _check_architecture(spec, version)
     if spec.checkpoint is not None and spec.checkpoint.format == "gguf" and not rules.gguf_loader:
@@ -43,8 +51,6 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
                          fix=f"Plan with {pick} (the release you would run it with), or plan "
                              "the original safetensors checkpoint")
     check_quant_method(spec, s, rules, version)
-    if s.config_overrides:
-        _check_override_flags(s, rules, version)
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
@@ -242,6 +248,44 @@ def _unrecognized(flag: str, value: object, fix: str) -> UsageError:
     """argparse's error for a flag the release does not have."""
     text = f"vllm serve: error: unrecognized arguments: {flag} {value}".rstrip()
     return UsageError(text, where=flag, fix=fix)
+
+
+# NOTE: what to do instead, where a flag went away
+_GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping"}
+
+
+def _check_flag_releases(s: Settings, version: str) -> None:
+    """The flags of `rules_changes.FLAG_RELEASES` the user gave, as the release's argparse
+    has them: "unrecognized arguments" outside their releases (a development build is judged
+    by its release; releases newer than the newest examined by the newest)."""
+    v = parse_version(version)
+    for name, (flag, first, last) in FLAG_RELEASES.items():
+        if not _given(s, name):
+            continue
+        if v < parse_version(first):
+            raise _unrecognized(flag, _argv_text(getattr(s, name)),
+                                f"vLLM {version} has no such flag ({first} on)")
+        if last is not None and v > parse_version(last):
+            instead = _GONE_FIX.get(flag, "drop it")
+            raise _unrecognized(flag, _argv_text(getattr(s, name)),
+                                f"vLLM {version} has no such flag ({first}-{last}): {instead}; "
+                                "or plan with the --vllm-version you run")
+
+
+def _given(s: Settings, name: str) -> bool:
+    """Whether the launch sets `name` (its user_set; without one, a value off the default)."""
+    if s.user_set:
+        return name in s.user_set
+    return getattr(s, name) != getattr(_memo.DEFAULT_SETTINGS, name)
+
+
+def _argv_text(value) -> str:
+    """A value as it follows its flag on the command line ("" for a switch)."""
+    if isinstance(value, bool):
+        return ""
+    if isinstance(value, tuple):
+        return json.dumps(dict(value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 # The model-config flags: the rules field saying the release has one, and the releases that do.
