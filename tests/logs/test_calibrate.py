@@ -262,3 +262,16 @@ def test_logged_settings_keep_what_reads_when_one_value_does_not():
     s, why = settings_for_log(parse_text(bad))
     assert (s.cudagraph_mode, s.tensor_parallel_size, s.max_model_len) == (None, 2, 8192)
     assert "not compilation_config" in why and "cudagraph_mode" in why
+
+
+def test_a_log_without_version_is_planned_for_a_release_with_its_flags():
+    """vLLM started with the log's flags: without a version line, the plan is made for the
+    newest release that has them (--swap-space: 0.17.1), not refused as the newest would."""
+    from vramguard.core.settings import Settings
+    from vramguard.core.validation import last_release_with_flags
+    ex = parse_text("non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', "
+                    "'swap_space': 16.0, 'max_model_len': 8192}\n")
+    plan, why = plan_for_log(ex, gpu="H100-80GB")
+    assert plan is not None, why
+    assert plan.vllm_version == "0.17.1" and "(0.17.1)" in why
+    assert last_release_with_flags(Settings(max_model_len=8192)) is None

@@ -272,6 +272,15 @@ def _check_flag_releases(s: Settings, version: str) -> None:
                                 "or plan with the --vllm-version you run")
 
 
+def last_release_with_flags(s: Settings) -> str | None:
+    """The newest release whose argparse has every flag of `FLAG_RELEASES` that `s` sets
+    (None: no such flag limits it). A log that does not print its version started with
+    its flags, so it is at most that release."""
+    lasts = [last for name, (_flag, _first, last) in FLAG_RELEASES.items()
+             if last is not None and _given(s, name)]
+    return min(lasts, key=parse_version) if lasts else None
+
+
 def _given(s: Settings, name: str) -> bool:
     """Whether the launch sets `name` (its user_set; without one, a value off the default)."""
     if s.user_set:

@@ -113,6 +113,12 @@ def plan_for_log(ex: Extracted, *, gpu: str | None = None, model: str | None = N
     free = int(ex.free_at_start_gib * GIB) if ex.free_at_start_gib else None
     version = normalize_version(ex.version)
     note = None if version else "the log does not print the vLLM version: planned for the newest"
+    if version is None:
+        from ..core.validation import last_release_with_flags
+        version = last_release_with_flags(settings)
+        if version is not None:
+            note = ("the log does not print the vLLM version: planned for the newest release "
+                    f"that has its flags ({version})")
     try:
         return plan(spec, settings, gspec, vllm_version=version, engine=ex.engine,
                     free_bytes=free, calibration=calibration), note
