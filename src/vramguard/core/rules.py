@@ -260,10 +260,6 @@ class VllmRules:
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
     # ---- max_model_len derivation (§7) ----
     rope_yarn_excluded: bool = False         # 0.30+: yarn not multiplied
-    # The model-config flags each release's argparse has (engine/arg_utils.py)
-    rope_scaling_flag: bool = False          # --rope-scaling JSON: 0.4.3-0.11.0
-    rope_theta_flag: bool = False            # --rope-theta N: 0.5.0-0.11.0
-    hf_overrides_flag: bool = False          # --hf-overrides JSON: 0.6.4+
     tokenizer_cap: bool = False              # 0.9.2+: capped by tokenizer model_max_length
     # ---- messages and log lines (§1b, §10, §11) ----
     msg_free_memory: str = "none"            # "none" | "no_device" | "device"

@@ -28,10 +28,8 @@ _KVQ_028 = _KVQ_025 | {"nvfp4_4over6"}
 CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
     ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
-    ("0.4.3", "both", {"rope_scaling_flag": True}, "--rope-scaling (engine/arg_utils.py)"),
     ("0.5.0", "both", {"block_size_choices": (8, 16, 32)},
      "--block-size choices (engine/arg_utils.py)"),
-    ("0.5.0", "both", {"rope_theta_flag": True}, "--rope-theta (engine/arg_utils.py)"),
     ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
      "multimodal profile run: sequences = tokens // max mm tokens (model_runner.profile_run)"),
     ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
@@ -41,7 +39,6 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
     ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
-    ("0.6.4", "both", {"hf_overrides_flag": True}, "--hf-overrides (engine/arg_utils.py)"),
     ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
      "0.6.4 charges everything on the GPU (§1a)"),
     ("0.6.5", "both", {"rocm_quant_platform": "rocm"},
@@ -175,8 +172,6 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "--max-cudagraph-capture-size and --cudagraph-capture-sizes (a user list keeps the sizes "
      "<= max_num_batched_tokens); --cuda-graph-sizes their deprecated alias "
      "(config/vllm.py _set_cudagraph_sizes)"),
-    ("0.11.1", "v1", {"rope_scaling_flag": False, "rope_theta_flag": False},
-     "--rope-scaling and --rope-theta removed: --hf-overrides (engine/arg_utils.py)"),
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.11.2", "v1", {"dcp": "gqa"},
@@ -374,4 +369,11 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
     "kv_offloading_size": ("--kv-offloading-size", "0.11.1", None),
     "kv_offloading_backend": ("--kv-offloading-backend", "0.11.1", None),
     "language_model_only": ("--language-model-only", "0.17.0", None),
+}
+# The model-config flags (`Settings.config_overrides`), the same way: flag -> (first, last).
+# 0.11.1 removed --rope-scaling and --rope-theta: --hf-overrides sets the same config keys.
+OVERRIDE_FLAG_RELEASES: dict[str, tuple[str, str | None]] = {
+    "--rope-scaling": ("0.4.3", "0.11.0"),
+    "--rope-theta": ("0.5.0", "0.11.0"),
+    "--hf-overrides": ("0.6.4", None),
 }

@@ -19,7 +19,7 @@ from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules, parse_version
-from .rules_changes import FLAG_RELEASES
+from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES
 from .settings import Settings
 
 __all__ = ["validate", "check_backend_block_size", "check_quant_method", "check_rocm_quant",
@@ -39,7 +39,7 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     if s.entrypoint == "serve":
         _check_flag_releases(s, version)
     if s.config_overrides:
-        _check_override_flags(s, rules, version)
+        _check_override_flags(s, version)
     if not rules.transformers_fallback:
         _check_architecture(spec, version)
     if spec.checkpoint is not None and spec.checkpoint.format == "gguf" and not rules.gguf_loader:
@@ -252,24 +252,35 @@ def _unrecognized(flag: str, value: object, fix: str) -> UsageError:
 
 # NOTE: what to do instead, where a flag went away
 _GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping"}
+_FLAG_FIELDS = frozenset(FLAG_RELEASES)
+_OVERRIDE_KEY = {"--rope-scaling": "rope_scaling", "--rope-theta": "rope_theta"}
+
+
+def _outside(version: str, first: str, last: str | None) -> str | None:
+    """The releases that have a flag ("0.10.0 on", "0.4.0-0.17.1") when `version` is not
+    among them (a development build is judged by its release), else None."""
+    v = parse_version(version)
+    if v < parse_version(first):
+        return f"{first} on" if last is None else f"{first}-{last}"
+    if last is not None and v > parse_version(last):
+        return f"{first}-{last}"
+    return None
 
 
 def _check_flag_releases(s: Settings, version: str) -> None:
     """The flags of `rules_changes.FLAG_RELEASES` the user gave, as the release's argparse
-    has them: "unrecognized arguments" outside their releases (a development build is judged
-    by its release; releases newer than the newest examined by the newest)."""
-    v = parse_version(version)
-    for name, (flag, first, last) in FLAG_RELEASES.items():
-        if not _given(s, name):
+    has them: "unrecognized arguments" outside their releases."""
+    if s.user_set and not s.user_set & _FLAG_FIELDS:
+        return                  # NOTE: the common case, once per screened candidate
+    for name in [n for n in FLAG_RELEASES if _given(s, n)]:     # NOTE: in a fixed order
+        flag, first, last = FLAG_RELEASES[name]
+        releases = _outside(version, first, last)
+        if releases is None:
             continue
-        if v < parse_version(first):
-            raise _unrecognized(flag, _argv_text(getattr(s, name)),
-                                f"vLLM {version} has no such flag ({first} on)")
-        if last is not None and v > parse_version(last):
-            instead = _GONE_FIX.get(flag, "drop it")
-            raise _unrecognized(flag, _argv_text(getattr(s, name)),
-                                f"vLLM {version} has no such flag ({first}-{last}): {instead}; "
-                                "or plan with the --vllm-version you run")
+        fix = f"vLLM {version} has no such flag ({releases})"
+        if parse_version(version) > parse_version(first):      # NOTE: it went away
+            fix += f": {_GONE_FIX.get(flag, 'drop it')}; or plan with the --vllm-version you run"
+        raise _unrecognized(flag, _argv_text(getattr(s, name)), fix)
 
 
 def last_release_with_flags(s: Settings) -> str | None:
@@ -297,23 +308,19 @@ def _argv_text(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-# The model-config flags: the rules field saying the release has one, and the releases that do.
-_OVERRIDE_FLAGS = {"--rope-scaling": ("rope_scaling_flag", "0.4.3-0.11.0", "rope_scaling"),
-                   "--rope-theta": ("rope_theta_flag", "0.5.0-0.11.0", "rope_theta"),
-                   "--hf-overrides": ("hf_overrides_flag", "0.6.4 on", None)}
-
-
-def _check_override_flags(s: Settings, rules: VllmRules, version: str) -> None:
+def _check_override_flags(s: Settings, version: str) -> None:
     """--rope-scaling, --rope-theta and --hf-overrides as the release's argparse has them
-    (0.11.1 removed the first two: --hf-overrides sets the same config keys)."""
+    (`rules_changes.OVERRIDE_FLAG_RELEASES`), with the spelling the release does have."""
+    has_hf = _outside(version, *OVERRIDE_FLAG_RELEASES["--hf-overrides"]) is None
     for flag, value in s.config_overrides:
-        field, releases, key = _OVERRIDE_FLAGS[flag]
-        if getattr(rules, field):
+        releases = _outside(version, *OVERRIDE_FLAG_RELEASES[flag])
+        if releases is None:
             continue
         fix = f"vLLM {version} has no such flag ({releases})"
-        if key is not None and rules.hf_overrides_flag:
+        key = _OVERRIDE_KEY.get(flag)
+        if key is not None and has_hf:
             fix += f": write it as --hf-overrides '{{\"{key}\": {value}}}'"
-        elif key is None and rules.rope_scaling_flag:
+        elif key is None and _outside(version, *OVERRIDE_FLAG_RELEASES["--rope-scaling"]) is None:
             fix += ": --rope-scaling (and --rope-theta from 0.5.0) set those keys"
         raise _unrecognized(flag, value, fix)
 
