@@ -56,11 +56,19 @@ class VllmCommand:
     unknown: tuple[str, ...] = ()         # unknown flags (only when strict=False)
     notes: tuple[str, ...] = ()           # e.g. "unrecognised --quantization method 'xyz'"
     config_file: str | None = None        # the --config YAML, if any
-    # config.json changes from --hf-overrides / --rope-scaling / --rope-theta (vLLM applies
-    # them to the model's config; sources.resolve.load_model_spec(config_overrides=...))
-    config_overrides: dict = field(default_factory=dict)
     prefix: tuple[str, ...] = ()          # env, launcher, docker words before vLLM's args
     args: tuple[str, ...] = ()            # vLLM's args as given (model included)
+
+    @property
+    def config_overrides(self) -> dict:
+        """config.json changes from --hf-overrides / --rope-scaling / --rope-theta, in order
+        (vLLM applies them to the model's config; `load_model_spec(config_overrides=...)`)."""
+        from .vllm_flags import CONFIG_OVERRIDE_FLAGS
+        out: dict = {}
+        for flag, text in self.settings.config_overrides:
+            value, key = json.loads(text), CONFIG_OVERRIDE_FLAGS[flag]
+            out.update(value if key is None else {key: value})
+        return out
 
     @property
     def engine_hint(self) -> str | None:
@@ -220,7 +228,6 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
         notes.append(f"not modeled, although vLLM's memory depends on them: {names} "
                      "(the plan is made without them)")
     return VllmCommand(model=model, settings=_with(settings, changes, user_set),
-                       config_overrides=dict(scan.config_overrides),
                        ignored=tuple(scan.ignored),
                        unmodeled=tuple(scan.unmodeled), unknown=tuple(scan.unknown),
                        notes=tuple(notes), config_file=config_file, args=tuple(tokens))
@@ -290,7 +297,6 @@ def command_from_tokens(tokens: list[str], pasted: list[str] | None = None) -> V
     extra = parse_vllm_args(list(tokens), base=cmd.settings)
     from dataclasses import replace
     return replace(cmd, model=extra.model, settings=extra.settings,
-                   config_overrides={**cmd.config_overrides, **extra.config_overrides},
                    ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes,
                    unmodeled=cmd.unmodeled + extra.unmodeled, args=cmd.args + extra.args)
 

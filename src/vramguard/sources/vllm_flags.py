@@ -233,7 +233,8 @@ UNMODELED_VALUE = frozenset("""
 --replayssm-buffer-len --engram-config --aux-output-config --mm-processor-device
 """.split())
 # Flags that change the model's config before vLLM reads it (vLLM applies them to the HF
-# config): collected into VllmCommand.config_overrides and applied by sources/resolve.py.
+# config): kept in Settings.config_overrides (VllmCommand.config_overrides merges them) and
+# applied by sources/resolve.py.
 CONFIG_OVERRIDE_FLAGS = {"--hf-overrides": None, "--rope-scaling": "rope_scaling",
                          "--rope-theta": "rope_theta"}
 UNMODELED_BOOL = frozenset("""

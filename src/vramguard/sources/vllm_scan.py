@@ -93,7 +93,6 @@ class _Scan:
         self.notes: list[str] = []
         self.positionals: list[str] = []
         self.config_file: str | None = None
-        self.config_overrides: dict[str, object] = {}
         # (flag, JSON of its value) per model-config flag, in order (Settings.config_overrides)
         self.override_args: list[tuple[str, str]] = []
 
@@ -177,7 +176,6 @@ class _Scan:
         if flag in CONFIG_OVERRIDE_FLAGS:
             value, i = self._take_value(name, eq, inline, tokens, i)
             change = config_override(flag, value, name, dotted)
-            self.config_overrides.update(change)
             given = change if flag == "--hf-overrides" else next(iter(change.values()))
             self.override_args.append((flag, json.dumps(given)))
             return i
