@@ -270,7 +270,7 @@ def _outside(version: str, first: str, last: str | None) -> str | None:
 def _check_flag_releases(s: Settings, version: str) -> None:
     """The flags of `rules_changes.FLAG_RELEASES` the user gave, as the release's argparse
     has them: "unrecognized arguments" outside their releases."""
-    if s.user_set and not s.user_set & _FLAG_FIELDS:
+    if s.user_set and s.user_set.isdisjoint(_FLAG_FIELDS):
         return                  # NOTE: the common case, once per screened candidate
     for name in [n for n in FLAG_RELEASES if _given(s, n)]:     # NOTE: in a fixed order
         flag, first, last = FLAG_RELEASES[name]
