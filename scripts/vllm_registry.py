@@ -94,16 +94,22 @@ def _returned(fn: ast.FunctionDef) -> ast.expr | None:
     return None
 
 
-def _quant_classes(folder: Path) -> dict[str, tuple]:
-    """Class name -> (get_name() text, get_min_capability() int, base class names)."""
-    info: dict[str, tuple] = {}
+def _quant_modules(folder: Path):
+    """The parsed modules of a release's layers/quantization package, in path order (files
+    that do not parse are skipped)."""
     for path in sorted(folder.rglob("*.py")):
         if "layers/quantization" not in path.as_posix():
             continue
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            yield ast.parse(path.read_text(encoding="utf-8"))
         except SyntaxError:
             continue
+
+
+def _quant_classes(folder: Path) -> dict[str, tuple]:
+    """Class name -> (get_name() text, get_min_capability() int, base class names)."""
+    info: dict[str, tuple] = {}
+    for tree in _quant_modules(folder):
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             fns = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
             name = _returned(fns["get_name"]) if "get_name" in fns else None
@@ -184,13 +190,7 @@ def quant_methods(folder: Path) -> tuple[list[str], list[str], set[str]] | None:
     names = _strings(literal) if literal is not None else list(_method_table(folder))
     deprecated = _strings(_assigned(tree, "DEPRECATED_QUANTIZATION_METHODS"))
     claimed: set[str] = set()
-    for path in folder.rglob("*.py"):
-        if "layers/quantization" not in path.as_posix():
-            continue
-        try:
-            mod = ast.parse(path.read_text(encoding="utf-8"))
-        except SyntaxError:
-            continue
+    for mod in _quant_modules(folder):
         for fn in ast.walk(mod):
             if isinstance(fn, ast.FunctionDef) and fn.name == "override_quantization_method":
                 claimed.update(_strings(fn))
