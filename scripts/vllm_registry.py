@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate src/vramguard/core/arch_registry.py and quant_registry.py from vLLM's released
-sources: which releases implement each model architecture natively (the model registry), and
-the minimum GPU compute capability of each quantization method by release.
+sources: which releases implement each model architecture natively (the model registry) and
+which replicate its multimodal encoder per TP rank on request, and the minimum GPU compute
+capability of each quantization method by release.
 
 Input: a folder with one sub-folder per release, named by its version (e.g. `0.8.5`,
 `0.10.1.1`), holding that release's `vllm/model_executor/models/registry.py` (0.6.3+) or
@@ -28,6 +29,12 @@ The names a release accepts are its `QuantizationMethods` Literal (the table's k
 override may claim are the strings in its classes' `override_quantization_method`; the names
 ROCm accepts are the ROCm platform's `supported_quantization` (`platforms/rocm.py`, 0.6.5+),
 before that `rocm_supported_quantization` in `vllm/config.py` (extract those files too).
+
+Encoder TP data (`ENCODER_TP_DATA` in arch_registry.py): with the release's model files
+(`'*/model_executor/models/*'`), the registry's architectures whose class sets
+`supports_encoder_tp_data = True` (or inherits it from a class in those files), and before
+that attribute (0.9.1-0.10.1) the classes that read `enable_multimodal_encoder_data_parallel`.
+Releases without model files are not examined for it.
 
 Usage:
     python scripts/vllm_registry.py RELEASES_DIR [--write-dir src/vramguard/core]
@@ -61,6 +68,81 @@ def registry_archs(folder: Path) -> set[str]:
             if name in files:
                 found |= _tables(Path(root, name).read_text(encoding="utf-8"))
     return found
+
+
+def _models_dir(folder: Path) -> Path | None:
+    for root, _, files in os.walk(folder):
+        if root.replace(os.sep, "/").endswith("model_executor/models") and "registry.py" in files:
+            return Path(root)
+    return None
+
+
+def _model_classes(models: Path) -> dict[tuple[str, str], tuple[list[str], bool | None, bool]]:
+    """(module, class) -> (base names, its `supports_encoder_tp_data` if it sets one, whether
+    its body reads `enable_multimodal_encoder_data_parallel`)."""
+    out = {}
+    for f in sorted(models.glob("*.py")):
+        src = f.read_text(encoding="utf-8", errors="replace")
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
+                     for b in node.bases]
+            flag = None
+            for st in node.body:
+                value = getattr(st, "value", None)
+                targets = st.targets if isinstance(st, ast.Assign) else [getattr(st, "target", None)]
+                if (value is not None and isinstance(value, ast.Constant) and any(
+                        isinstance(t, ast.Name) and t.id == "supports_encoder_tp_data"
+                        for t in targets)):
+                    flag = bool(value.value)
+            body = ast.get_source_segment(src, node) or ""
+            out[(f.stem, node.name)] = (bases, flag, "enable_multimodal_encoder_data_parallel"
+                                        in body)
+    return out
+
+
+def _class_key(classes: dict, module: str, name: str):
+    if (module, name) in classes:
+        return (module, name)
+    return next((k for k in classes if k[1] == name), None)
+
+
+def _encoder_tp_data(classes: dict, key, seen: tuple = ()) -> bool:
+    if key is None or key in seen:
+        return False
+    bases, flag, reads = classes[key]
+    if flag is not None:
+        return flag
+    return reads or any(_encoder_tp_data(classes, _class_key(classes, key[0], b), seen + (key,))
+                        for b in bases)
+
+
+def encoder_tp_data_archs(folder: Path) -> set[str] | None:
+    """The architectures whose model class replicates its multimodal encoder on every TP rank
+    with `--mm-encoder-tp-mode data` (`supports_encoder_tp_data`, inherited; before it, the
+    classes that read `--enable-multimodal-encoder-data-parallel`). None: no model files."""
+    models = _models_dir(folder)
+    if models is None or all(f.name in ("registry.py", "__init__.py")
+                             for f in models.glob("*.py")):
+        return None
+    classes = _model_classes(models)
+    registry = ast.parse((models / "registry.py").read_text(encoding="utf-8"))
+    out = set()
+    for node in ast.walk(registry):
+        if not isinstance(node, ast.Dict):
+            continue
+        for k, v in zip(node.keys, node.values):
+            if (isinstance(k, ast.Constant) and isinstance(v, ast.Tuple) and len(v.elts) == 2
+                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                            for e in v.elts)
+                    and _encoder_tp_data(classes, _class_key(classes, *(e.value for e in v.elts)))):
+                out.add(k.value)
+    return out
 
 
 def _assignments(nodes):
@@ -226,17 +308,32 @@ def spans(present: list[bool], releases: list[str]) -> str:
     return ",".join(out)
 
 
-def render(by_release: dict[tuple[int, int, int], set[str]]) -> str:
-    """arch_registry.py."""
+def _span_table(by_release: dict[tuple[int, int, int], set[str]]) -> tuple[list[str], str]:
     releases = [".".join(map(str, k)) for k in sorted(by_release)]
     sets = [by_release[k] for k in sorted(by_release)]
-    archs = sorted(set().union(*sets))
-    lines = [f'    "{a}": "{spans([a in s for s in sets], releases)}",' for a in archs]
+    names = sorted(set().union(*sets))
+    return releases, "\n".join(f'    "{a}": "{spans([a in s for s in sets], releases)}",'
+                               for a in names)
+
+
+def render(by_release: dict[tuple[int, int, int], set[str]],
+           encoder: dict[tuple[int, int, int], set[str]]) -> str:
+    """arch_registry.py."""
+    releases, lines = _span_table(by_release)
+    enc_releases, enc_lines = _span_table(encoder)
     return (_HEADER + "EXAMINED: tuple[str, ...] = (\n"
             + _wrap([f'"{r}"' for r in releases]) + ")\n\n"
             + "# architecture -> the examined releases whose registry implements it: "
               "'A-' from A on,\n# 'A-B' from A to B (the last one with it), comma-separated.\n"
-            + "NATIVE: dict[str, str] = {\n" + "\n".join(lines) + "\n}\n")
+            + "NATIVE: dict[str, str] = {\n" + lines + "\n}\n\n"
+            + "# The releases whose model files were read for ENCODER_TP_DATA.\n"
+            + "ENCODER_EXAMINED: tuple[str, ...] = (\n"
+            + _wrap([f'"{r}"' for r in enc_releases]) + ")\n\n"
+            + "# architecture -> the releases whose model class replicates its multimodal "
+              "encoder on every\n# TP rank with --mm-encoder-tp-mode data "
+              "(`supports_encoder_tp_data`, inherited; before\n# 0.10.2 the classes that read "
+              "--enable-multimodal-encoder-data-parallel), as NATIVE.\n"
+            + "ENCODER_TP_DATA: dict[str, str] = {\n" + enc_lines + "\n}\n")
 
 
 def render_quant(by_release: dict[tuple[int, int, int], dict],
@@ -299,7 +396,9 @@ def _wrap(items: list[str], width: int = 92) -> str:
 
 _HEADER = '''"""Which vLLM releases implement each model architecture natively: the names in each
 release's model registry (`vllm/model_executor/models/registry.py`, `__init__.py` before
-0.6.3), as read from the released sources.
+0.6.3), as read from the released sources; and which replicate its multimodal encoder on
+every TP rank with --mm-encoder-tp-mode data (its model class, from the release's model
+files).
 
 Generated by scripts/vllm_registry.py; do not edit by hand. Pure data (`core/arch_support.py`
 reads it).
@@ -326,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="write arch_registry.py and quant_registry.py there")
     args = ap.parse_args(argv)
     archs: dict[tuple[int, int, int], set[str]] = {}
+    encoder: dict[tuple[int, int, int], set[str]] = {}
     quant: dict[tuple[int, int, int], dict] = {}
     methods: dict[tuple[int, int, int], tuple[set, set, set, set]] = {}
     for sub in sorted(p for p in args.releases.iterdir() if p.is_dir()):
@@ -335,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         key = release_key(sub.name)
         archs.setdefault(key, set()).update(found)
+        enc = encoder_tp_data_archs(sub)
+        if enc is not None:
+            encoder.setdefault(key, set()).update(enc)
         caps = quant_capabilities(sub)
         if caps is not None:
             quant.setdefault(key, {}).update(caps)
@@ -343,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             acc = methods.setdefault(key, (set(), set(), set(), set()))
             for part, found_names in zip(acc, (*listed, rocm_methods(sub) or ())):
                 part.update(found_names)
-    texts = {"arch_registry.py": render(archs), "quant_registry.py": render_quant(quant, methods)}
+    texts = {"arch_registry.py": render(archs, encoder), "quant_registry.py": render_quant(quant, methods)}
     for name, text in texts.items():
         if args.write_dir:
             (args.write_dir / name).write_text(text, encoding="utf-8")

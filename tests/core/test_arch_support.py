@@ -11,9 +11,10 @@ import pytest
 
 from core_specs import dense
 from vramguard.core import arch_registry
-from vramguard.core.arch_support import (first_release_for, native_releases, not_native,
-                                         quant_method_last_release, quant_method_refusal,
-                                         quant_min_capability, rocm_refuses)
+from vramguard.core.arch_support import (encoder_tp_data, first_release_for, native_releases,
+                                         not_native, quant_method_last_release,
+                                         quant_method_refusal, quant_min_capability,
+                                         rocm_refuses)
 from vramguard.core.model import QuantSpec
 from vramguard.core.gpu_catalog import lookup_gpu
 from vramguard.core.planner import plan
@@ -61,6 +62,22 @@ def test_generated_table_is_well_formed():
             first, _, last = span.partition("-")
             assert first in arch_registry.EXAMINED, arch
             assert not last or last in arch_registry.EXAMINED, arch
+
+
+@pytest.mark.parametrize("arch, version, expect", [
+    ("Llama4ForConditionalGeneration", "0.9.0", False),
+    ("Llama4ForConditionalGeneration", "0.9.1", True),      # read the switch
+    ("Qwen2_5_VLForConditionalGeneration", "0.10.1", False),
+    ("Qwen2_5_VLForConditionalGeneration", "0.10.2", True),  # supports_encoder_tp_data
+    ("Qwen3_5ForConditionalGeneration", "0.17.0", True),     # inherited from Qwen3-VL
+    ("HunYuanVLForConditionalGeneration", "0.28.0", True),
+    ("HunYuanVLForConditionalGeneration", "0.29.0", False),
+    ("Qwen2_5_VLForConditionalGeneration", "0.40.0", True),  # newer: judged by the newest
+    ("Gemma3ForConditionalGeneration", "0.33.0", False),
+    (None, "0.33.0", False),
+])
+def test_encoder_tp_data(arch, version, expect):
+    assert encoder_tp_data(arch, version) is expect
 
 
 def test_before_the_fallback_vllm_refuses_in_its_words():
@@ -146,6 +163,10 @@ def test_the_generator_reads_registry_and_quantization_tables(tmp_path):
         vllm = tmp_path / "rel" / name / f"vllm-{name}" / "vllm" / "model_executor"
         (vllm / "models").mkdir(parents=True)
         (vllm / "models" / "registry.py").write_text(_REG % extra)
+        if name == "0.6.0":     # a model class that inherits supports_encoder_tp_data
+            (vllm / "models" / "new.py").write_text(
+                "class Base:\n    supports_encoder_tp_data = True\n\n\n"
+                "class New(Base):\n    pass\n\n\nclass P:\n    pass\n")
         if cap:
             (vllm / "layers" / "quantization").mkdir(parents=True)
             (vllm / "layers" / "quantization" / "__init__.py").write_text(
@@ -161,6 +182,9 @@ def test_the_generator_reads_registry_and_quantization_tables(tmp_path):
     assert ns["EXAMINED"] == ("0.5.0", "0.6.0", "0.7.0")
     assert ns["NATIVE"] == {"LlamaForCausalLM": "0.5.0-", "NewForCausalLM": "0.6.0-0.6.0",
                             "PostForCausalLM": "0.6.0-0.6.0"}
+    # encoder TP data: only the releases with model files are examined for it
+    assert ns["ENCODER_EXAMINED"] == ("0.6.0",)
+    assert ns["ENCODER_TP_DATA"] == {"NewForCausalLM": "0.6.0-"}
     exec((out / "quant_registry.py").read_text(), ns)
     assert ns["QUANT_EXAMINED"] == ("0.5.0", "0.6.0", "0.7.0")
     # inherited minimum; the name from get_name(); a computed minimum is not kept

@@ -15,19 +15,20 @@ from __future__ import annotations
 from bisect import bisect_right
 from functools import lru_cache
 
-from .arch_registry import EXAMINED, NATIVE
+from .arch_registry import ENCODER_EXAMINED, ENCODER_TP_DATA, EXAMINED, NATIVE
 from .quant_registry import CLAIMED, DEPRECATED, METHODS, MIN_CAPABILITY, QUANT_EXAMINED, ROCM
 from .rules import parse_version
 
-__all__ = ["native_releases", "not_native", "quant_min_capability", "first_release_for",
-           "quant_method_refusal", "quant_method_releases", "quant_method_last_release",
-           "rocm_refuses"]
+__all__ = ["native_releases", "not_native", "encoder_tp_data", "quant_min_capability",
+           "first_release_for", "quant_method_refusal", "quant_method_releases",
+           "quant_method_last_release", "rocm_refuses"]
 
 _V3 = tuple[int, int, int]
 _v3 = parse_version
 _FIRST, _LAST = _v3(EXAMINED[0]), _v3(EXAMINED[-1])
 _TABLES = {"native": NATIVE, "methods": METHODS, "deprecated": DEPRECATED, "claimed": CLAIMED,
-           "rocm": ROCM}
+           "rocm": ROCM, "encoder": ENCODER_TP_DATA}
+_ENC_FIRST, _ENC_LAST = _v3(ENCODER_EXAMINED[0]), _v3(ENCODER_EXAMINED[-1])
 _QUANT_RELEASES = tuple(_v3(v) for v in QUANT_EXAMINED)
 
 
@@ -47,6 +48,19 @@ def native_releases(arch: str) -> str:
     parts = [f"{'.'.join(map(str, a))}" + (f"-{'.'.join(map(str, b))}" if b else " on")
              for a, b in _spans(arch)]
     return ", ".join(parts) or f"none of {EXAMINED[0]}-{EXAMINED[-1]}"
+
+
+@lru_cache(maxsize=256)
+def encoder_tp_data(arch: str | None, version: str) -> bool:
+    """Whether vLLM `version` replicates the multimodal encoder of `arch` on every TP rank
+    with `--mm-encoder-tp-mode data` (its model class's `supports_encoder_tp_data`; 0.9.1-0.10.1
+    the classes that read `--enable-multimodal-encoder-data-parallel`). False: vLLM falls back
+    to "weights" (the encoder sharded). Releases newer than the newest examined are judged by
+    the newest."""
+    if not arch:
+        return False
+    v = min(_v3(version), _ENC_LAST)
+    return v >= _ENC_FIRST and _in(arch, "encoder", v)
 
 
 @lru_cache(maxsize=256)
