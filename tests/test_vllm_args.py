@@ -153,16 +153,17 @@ def test_limit_mm_per_prompt_forms(argv, want, note):
         assert parse_vllm_args(["m", *args]).settings.limit_mm_per_prompt == want
 
 
-@pytest.mark.parametrize("version, argv", [
-    (None, ["--mm-encoder-tp-mode", "data"]),
-    ("0.10.1", ["--enable-multimodal-encoder-data-parallel"]),
+@pytest.mark.parametrize("argv, field, value", [
+    (["--mm-encoder-tp-mode", "data"], "mm_encoder_tp_mode", "data"),
+    (["--enable-multimodal-encoder-data-parallel"], "enable_multimodal_encoder_data_parallel",
+     True),
 ])
-def test_encoder_data_parallel_flags(version, argv):
-    """--mm-encoder-tp-mode data (0.11+) and 0.10's switch are one setting, written back in
-    the release's own form."""
-    for form in (["--mm-encoder-tp-mode", "data"], ["--enable-multimodal-encoder-data-parallel"]):
-        assert s(*form).mm_encoder_tp_mode == "data"
-    assert settings_to_args(s("--mm-encoder-tp-mode", "data"), version=version) == argv
+def test_encoder_data_parallel_flags(argv, field, value):
+    """--mm-encoder-tp-mode (0.10.2+) and the 0.9.1-0.12 switch are two flags, as in vLLM's
+    EngineArgs (the planner reads the switch as "data"), each written back as given."""
+    got = s(*argv)
+    assert getattr(got, field) == value and got.user_set == {field}
+    assert settings_to_args(got) == argv
 
 
 def test_the_old_speculative_model_flag():

@@ -120,9 +120,21 @@ def test_dtype_by_release(version, dtype, needle):
         _kv(Settings(kv_cache_dtype=dtype, max_model_len=8192), version)
 
 
-def test_skip_layers_flag_before_020_is_vllms_unknown_argument():
-    with pytest.raises(UsageError, match="unrecognized arguments: --kv-cache-dtype-skip"):
-        _kv(Settings(kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=("0",)), "0.19.0")
+def test_skip_layers_flag_from_019():
+    """0.19.0 added --kv-cache-dtype-skip-layers (engine/arg_utils.py; attention.py keeps the
+    listed layers in the model dtype); the block size is aligned for them only from 0.25."""
+    s = Settings(kv_cache_dtype="fp8", kv_cache_dtype_skip_layers=("0", "1"), max_model_len=8192,
+                 user_set=frozenset({"kv_cache_dtype", "kv_cache_dtype_skip_layers",
+                                     "max_model_len"}))
+    p = _kv(s, "0.19.0")
+    assert (p.kv.bytes_per_token, p.kv.block_size) == (2 * 4096 + 30 * 2048, 16)
+    with pytest.raises(UsageError, match=r"unrecognized arguments: --kv-cache-dtype-skip-layers "
+                                         r"0 1") as e:
+        _kv(s, "0.18.1")
+    assert "(0.19.0 on)" in e.value.fix
+    # the LLM class has no argparse: EngineArgs refuses the keyword
+    with pytest.raises(UsageError, match="unexpected keyword argument 'kv_cache_dtype_skip"):
+        _kv(s.with_(entrypoint="llm"), "0.18.1")
 
 
 def test_refusals_in_vllms_words():

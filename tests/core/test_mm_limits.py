@@ -19,8 +19,9 @@ TOWER_PARAMS = 675_000_000
 QWEN_VL = replace(dense("q/vl", layers=28, hidden=3584, heads=28, kv_heads=4, inter=18944,
                         vocab=152064, max_pos=32768, rope={}, model_type="qwen2_5_vl"),
                   vision=VisionSpec(num_params=TOWER_PARAMS, hidden_size=1280, num_layers=32,
-                                    patch_size=14, modalities=("image", "video")))
-GEMMA = replace(QWEN_VL, model_type="gemma3",
+                                    patch_size=14, modalities=("image", "video")),
+                  architecture="Qwen2_5_VLForConditionalGeneration")
+GEMMA = replace(QWEN_VL, model_type="gemma3", architecture="Gemma3ForConditionalGeneration",
                 vision=replace(QWEN_VL.vision, modalities=("image",)))
 BASE = Settings(max_model_len=8192)
 OFF = BASE.with_(limit_mm_per_prompt=(("image", 0), ("video", 0)))
@@ -89,14 +90,25 @@ def test_encoder_tp_mode_data_replicates_the_encoder(model, version, replicated)
 
 
 def test_encoder_tp_mode_by_release():
-    """V1 0.11+ (--mm-encoder-tp-mode); 0.10 had --enable-multimodal-encoder-data-parallel,
-    read by Llama 4 (and Step3-VL from 0.10.1) only; nothing before."""
+    """The releases' own lists (arch_registry.ENCODER_TP_DATA): 0.9.1-0.10.1 had the switch
+    --enable-multimodal-encoder-data-parallel, read by Llama 4 (and Step3-VL from 0.10.1);
+    --mm-encoder-tp-mode came in 0.10.2, with Qwen2.5-VL among the models that replicate."""
     from vramguard.errors import UsageError
-    data = BASE.with_(mm_encoder_tp_mode="data", tensor_parallel_size=2)
+    tp2 = BASE.with_(tensor_parallel_size=2)
+    data = tp2.with_(mm_encoder_tp_mode="data")
+    switch = tp2.with_(enable_multimodal_encoder_data_parallel=True)
     with pytest.raises(UsageError, match="unrecognized arguments: --mm-encoder-tp-mode data"):
-        plan(QWEN_VL, data, L4, vllm_version="0.9.2")
-    llama4 = replace(QWEN_VL, model_type="llama4")
-    for model, extra in ((QWEN_VL, 0), (llama4, TOWER_PARAMS)):
-        w = plan(model, data.with_(mm_encoder_tp_mode=None), L4, vllm_version="0.10.2")
-        d = plan(model, data, L4, vllm_version="0.10.2")
+        plan(QWEN_VL, data, L4, vllm_version="0.10.1")
+    with pytest.raises(UsageError, match="unrecognized arguments: --enable-multimodal-encoder"):
+        plan(QWEN_VL, switch, L4, vllm_version="0.13.0")
+    llama4 = replace(QWEN_VL, model_type="llama4", architecture="Llama4ForConditionalGeneration")
+    for version, model, given, extra in (("0.10.1", QWEN_VL, switch, 0),
+                                         ("0.10.1", llama4, switch, TOWER_PARAMS),
+                                         ("0.10.2", QWEN_VL, data, TOWER_PARAMS),
+                                         ("0.12.0", QWEN_VL, switch, TOWER_PARAMS),
+                                         ("0.10.2", GEMMA, data, 0)):
+        w = plan(model, tp2, L4, vllm_version=version)
+        d = plan(model, given, L4, vllm_version=version)
         assert d.tightest.weights.value_bytes - w.tightest.weights.value_bytes == extra
+        said = "replicated on every TP rank" if extra else "falls back to 'weights'"
+        assert any(said in a for a in d.assumptions), (version, model.model_type)

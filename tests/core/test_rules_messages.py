@@ -381,7 +381,9 @@ def test_config_flags_the_release_does_not_have(flag, value, version, fix):
     for name, value in (("swap_space", 4.0), ("cpu_offload_gb", 2.0),
                         ("disable_sliding_window", True), ("enable_expert_parallel", True),
                         ("async_scheduling", True), ("skip_mm_profiling", True),
-                        ("language_model_only", True), ("kv_offloading_size", 8.0))
+                        ("language_model_only", True), ("kv_offloading_size", 8.0),
+                        ("enable_multimodal_encoder_data_parallel", True),
+                        ("mm_encoder_tp_mode", "data"), ("kv_cache_dtype_skip_layers", ("0", "1")))
     for _flag, first, last in [FLAG_RELEASES[name]]])
 def test_flags_by_release(name, value, first, last):
     """A flag outside the releases whose argparse has it: "unrecognized arguments" before
@@ -396,7 +398,8 @@ def test_flags_by_release(name, value, first, last):
     for version in before[-1:] + after[:1]:
         with pytest.raises(UsageError) as e:
             plan(dense(), given, g, vllm_version=version)
-        shown = "" if value is True else f" {value:g}"
+        shown = ("" if value is True else f" {value:g}" if isinstance(value, float)
+                 else " " + " ".join(value) if isinstance(value, tuple) else f" {value}")
         assert e.value.what == f"vllm serve: error: unrecognized arguments: {flag}{shown}"
         assert e.value.where == flag and f"vLLM {version} has no such flag" in e.value.fix
     inside = [v for v in (first, last) if v and v in releases and v not in ("0.4.0",)]

@@ -181,7 +181,8 @@ SWEEP = {
     "optimization_level": (0,), "compilation_mode": (0,), "cudagraph_mode": ("PIECEWISE",),
     "cudagraph_capture_sizes": ((1, 2, 4),), "performance_mode": ("throughput",),
     "limit_mm_per_prompt": ((("image", 0), ("video", 0), ("audio", 0)), (("image", 0),)),
-    "mm_encoder_tp_mode": ("data",), "mm_ipc_gpu_memory_gb": (1.5,),
+    "mm_encoder_tp_mode": ("data",), "enable_multimodal_encoder_data_parallel": (True,),
+    "mm_ipc_gpu_memory_gb": (1.5,),
     "config_overrides": ((("--hf-overrides", '{"rope_theta": 1000000.0}'),),),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",

@@ -45,8 +45,8 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "skip_mm_profiling", "mamba_cache_mode", "max_cudagraph_capture_size",
           "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
           "performance_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "limit_mm_per_prompt",
-          "mm_encoder_tp_mode", "kv_offloading_size", "kv_offloading_backend",
-          "mm_ipc_gpu_memory_gb")
+          "mm_encoder_tp_mode", "enable_multimodal_encoder_data_parallel", "kv_offloading_size",
+          "kv_offloading_backend", "mm_ipc_gpu_memory_gb")
 
 
 def _is_user(s: Settings, name: str, default) -> bool:

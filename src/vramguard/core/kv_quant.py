@@ -52,7 +52,7 @@ def skip_layers(spec: ModelSpec, s: Settings, rules: VllmRules, kv_name: str) ->
     """The layers whose KV cache keeps the model dtype: `--kv-cache-dtype-skip-layers`
     (layer indices, or 'sliding_window' for every sliding-window layer) and, with
     TurboQuant, the first and last two layers of a model without Mamba layers."""
-    if kv_name in ("auto", "bfloat16", "float16", "half", "float32") or not rules.kv_quant_dtypes:
+    if kv_name in ("auto", "bfloat16", "float16", "half", "float32") or not rules.kv_skip_layers:
         return frozenset()
     out = set()
     for item in s.kv_cache_dtype_skip_layers or ():
@@ -79,10 +79,12 @@ def aligned_block_size(block: int, skip_bpt: int, primary_bpt: int, kernel_min: 
 
 def check_kv_dtype(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     """vLLM's own refusals of these formats, in its words (UsageError)."""
-    if s.kv_cache_dtype_skip_layers and not rules.kv_quant_dtypes:
-        raise UsageError("unrecognized arguments: --kv-cache-dtype-skip-layers",
-                         where="--kv-cache-dtype-skip-layers",
-                         fix="The flag exists from vLLM 0.20")
+    if s.kv_cache_dtype_skip_layers and not rules.kv_skip_layers:
+        # NOTE: `vllm serve` stops in its argparse first (validation, FLAG_RELEASES); the LLM
+        # class passes its keywords to EngineArgs.
+        raise UsageError("EngineArgs.__init__() got an unexpected keyword argument "
+                         "'kv_cache_dtype_skip_layers'", where="kv_cache_dtype_skip_layers",
+                         fix="The setting exists from vLLM 0.19")
     name = (s.kv_cache_dtype or "auto").lower()
     since = NEW_KV_DTYPES.get(name)
     if since is None:

@@ -273,12 +273,10 @@ class PlanReport:
             out.append(f"KV offloading (--kv-offloading-size {self.s.kv_offloading_size:g}): host "
                        f"memory ({where}), not GPU memory; the GPU pool is planned as without "
                        "it (`vramguard check` checks the host)")
-        if self.eff.values.get("mm_encoder_tp_mode") == "data" and self.spec.vision is not None:
-            out.append("--mm-encoder-tp-mode data: the encoder is replicated on every TP rank "
-                       "(in the weights)" if self.s.mm_encoder_tp_mode == "data" else
-                       "--mm-encoder-tp-mode data: vLLM falls back to 'weights' for this model "
-                       "('This model does not support `--mm-encoder-tp-mode data`'): the encoder "
-                       "is sharded over the TP ranks")
+        if self.spec.vision is not None and (
+                self.eff.values.get("mm_encoder_tp_mode") == "data"
+                or self.eff.values.get("enable_multimodal_encoder_data_parallel")):
+            out.append(self._encoder_tp_note())
         out.append(f"Non-torch memory {g(st.non_torch.value_bytes)} "
                    f"({st.non_torch.source.value}; TP={self.s.tensor_parallel_size}"
                    f"{self._all_reduce_note()}).")
@@ -527,6 +525,16 @@ class PlanReport:
             out.append(Fix("lower --gpu-memory-utilization by 0.03",
                            {"--gpu-memory-utilization": f"{self.u - 0.03:.2f}"}))
         return tuple(out)
+
+    def _encoder_tp_note(self) -> str:
+        """--mm-encoder-tp-mode data (or 0.9.1-0.12's switch): replicated or fallen back."""
+        switch = self.eff.values.get("enable_multimodal_encoder_data_parallel")
+        flag = "--enable-multimodal-encoder-data-parallel" if switch else "--mm-encoder-tp-mode data"
+        if self.s.mm_encoder_tp_mode == "data":     # NOTE: `mm_settings` kept it: replicated
+            return f"{flag}: the encoder is replicated on every TP rank (in the weights)"
+        return (f"{flag}: vLLM falls back to 'weights' for this model ('This model does not "
+                "support `--mm-encoder-tp-mode data`'; before 0.10.2 its model ignores the "
+                "switch): the encoder is sharded over the TP ranks")
 
     def _forced_pool_fixes(self) -> list[Fix]:
         """A pool forced larger than the GPU holds: a smaller one (room left for the CUDA

@@ -202,7 +202,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
     if spec.vision is not None:
-        settings = mm_settings(spec, settings, rules)
+        settings = mm_settings(spec, settings, rules, version)
     stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks,
                                                device)
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,

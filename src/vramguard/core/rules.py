@@ -44,10 +44,6 @@ class VllmRules:
     # in any release; it is not loaded either for these model types ("*": every model, 0.15+
     # `SupportsMultiModal._mark_tower_model`; 0.10.1-0.14 the models that check the limit)
     mm_zero_skips_tower: frozenset[str] = frozenset()
-    # --mm-encoder-tp-mode (0.11+): the model types whose encoder "data" replicates on every
-    # TP rank (`supports_encoder_tp_data`); others fall back to "weights" (sharded). None:
-    # the release has no such flag
-    encoder_tp_data_types: frozenset[str] | None = None
     # --kv-offloading-size with the native backend: its host buffer is one mmap file in
     # /dev/shm from 0.20 (v1/kv_offload/cpu/shared_offload_region.py); pinned tensors before
     kv_offload_in_shm: bool = False
@@ -253,6 +249,9 @@ class VllmRules:
     # "unusable" (0.20: the FlashInfer builder raises) | "buffer" (0.21+: an FP8 output buffer
     # per layer); 0.25+ aligns the block size when skipped layers share the pool
     kv_quant_dtypes: frozenset[str] = frozenset()
+    # --kv-cache-dtype-skip-layers (0.19+): the listed layers (or every sliding-window one) keep
+    # the model dtype under a quantized KV cache (model_executor/layers/attention/attention.py)
+    kv_skip_layers: bool = False
     tq_hybrid: str = "refused"
     tq_layer_buffers: bool = False
     nvfp4_kv: str = "unusable"

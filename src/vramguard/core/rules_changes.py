@@ -14,10 +14,6 @@ _MM_ZERO_0101 = frozenset({"llava", "mistral3", "llama4", "qwen2_vl", "qwen2_5_v
                            "qwen2_5_omni", "step3_vl"})
 _MM_ZERO_011 = _MM_ZERO_0101 | {"qwen3_vl", "qwen3_vl_moe"}
 _MM_ZERO_012 = _MM_ZERO_011 | {"pixtral"}
-_ENC_DATA_011 = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v",
-                           "glm4v_moe", "internvl_chat", "kimi_vl", "minicpmv", "llama4",
-                           "step3_vl", "dots_ocr"})
-_ENC_DATA_017 = _ENC_DATA_011 | {"qwen3_5", "qwen3_5_moe", "kimi_k25"}
 
 _KVQ_020 = frozenset({"turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
                       "turboquant_3bit_nc", "int8_per_token_head", "fp8_per_token_head", "nvfp4"})
@@ -116,16 +112,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "both", {"tokenizer_cap": True}, "§7"),
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
-    ("0.10.0", "v1", {"encoder_tp_data_types": frozenset({"llama4"})},
-     "--enable-multimodal-encoder-data-parallel: Llama 4's vision encoder replicated per TP "
-     "rank (mllama4.py; the flag became --mm-encoder-tp-mode data in 0.11)"),
     ("0.10.0", "both", {"draft_model": "none_0100"},
      "'Speculative decoding with draft model is not supported yet' (config.py "
      "SpeculativeConfig, engine/arg_utils.py); vllm/spec_decode (v0) removed"),
     ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
-    ("0.10.1", "v1", {"encoder_tp_data_types": frozenset({"llama4", "step3_vl"})},
-     "step3_vl.py reads the switch too"),
     ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
      "--mamba-cache-dtype / --mamba-ssm-cache-dtype (config/cache.py MambaDType; "
      "mamba_utils.py MambaStateDtypeCalculator)"),
@@ -152,9 +143,6 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
     ("0.11.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_011},
      "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
-    ("0.11.0", "v1", {"encoder_tp_data_types": _ENC_DATA_011},
-     "--mm-encoder-tp-mode; models with supports_encoder_tp_data (config/model.py falls "
-     "back to 'weights' for the others)"),
     ("0.11.0", "v1", {"dcp": "mla", "dcp_log": "dcp"},
      "--decode-context-parallel-size: MLA only (GQA: 'DCP requires attention impls to return "
      "the softmax lse for decode'); capacity x dcp (v1/core/kv_cache_utils.py)"),
@@ -231,8 +219,6 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(platforms/cuda.py)"),
     ("0.17.0", "v1", {"quant_flag_any_text": True},
      "--quantization: QuantizationMethods | str (engine/arg_utils.py): no argparse choices"),
-    ("0.17.0", "v1", {"encoder_tp_data_types": _ENC_DATA_017},
-     "Qwen3.5 (a Qwen3-VL subclass) and Kimi-K2.5 encoders too"),
     ("0.17.0", "v1", {"draft_model": "inferred"},
      "a drafter that is no EAGLE/Medusa/MTP model is inferred as draft_model "
      "(config/speculative.py SpeculativeConfig.__post_init__)"),
@@ -257,6 +243,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
+    ("0.19.0", "v1", {"kv_skip_layers": True},
+     "--kv-cache-dtype-skip-layers: the layers it lists keep the model dtype "
+     "(layers/attention/attention.py; config/cache.py)"),
     ("0.20.0", "v1", {"kv_quant_dtypes": _KVQ_020, "tq_layer_buffers": True},
      "TurboQuant, per-token-head int8/fp8 and nvfp4 KV caches (config/cache.py CacheDType); "
      "TurboQuant layers register decode buffers at init (attention.py)"),
@@ -369,6 +358,10 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
     "kv_offloading_size": ("--kv-offloading-size", "0.11.1", None),
     "kv_offloading_backend": ("--kv-offloading-backend", "0.11.1", None),
     "language_model_only": ("--language-model-only", "0.17.0", None),
+    "enable_multimodal_encoder_data_parallel": ("--enable-multimodal-encoder-data-parallel",
+                                                "0.9.1", "0.12.0"),
+    "mm_encoder_tp_mode": ("--mm-encoder-tp-mode", "0.10.2", None),
+    "kv_cache_dtype_skip_layers": ("--kv-cache-dtype-skip-layers", "0.19.0", None),
 }
 # The model-config flags (`Settings.config_overrides`), the same way: flag -> (first, last).
 # 0.11.1 removed --rope-scaling and --rope-theta: --hf-overrides sets the same config keys.

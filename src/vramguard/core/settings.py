@@ -67,7 +67,9 @@ class Settings:
     language_model_only: bool = False         # no multimodal encoder loaded or profiled
     # --limit-mm-per-prompt: items per prompt by modality, sorted (("image", 0), ("video", 0))
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
-    mm_encoder_tp_mode: str | None = None     # "weights" (shard the encoder) | "data" (0.11+)
+    mm_encoder_tp_mode: str | None = None     # "weights" (shard the encoder) | "data" (0.10.2+)
+    # 0.9.1-0.12.0: the switch that means --mm-encoder-tp-mode data (its own flag in vLLM)
+    enable_multimodal_encoder_data_parallel: bool = False
     skip_mm_profiling: bool = False           # encoder not in the profile run's peak
     mm_ipc_gpu_memory_gb: float = 0.0         # GiB taken from the KV budget for the frontend's
                                               # GPU multimodal decoding (0.25+)

@@ -13,6 +13,7 @@ from . import _memo
 from ._frozen import maker, replacer
 from . import activation as act
 from . import kv as kvm
+from .arch_support import encoder_tp_data
 from .calibration import Calibration
 from .gpu import GpuSpec
 from .kv_quant import init_buffer_bytes
@@ -443,15 +444,20 @@ def mm_encoder_off(spec: ModelSpec, s: Settings) -> bool:
     return all(given.get(m, 1) == 0 for m in spec.vision.modalities)
 
 
-def mm_settings(spec: ModelSpec, s: Settings, rules: VllmRules) -> Settings:
+def mm_settings(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> Settings:
     """The settings the terms read once the multimodal flags are applied (the plan echoes them
-    as given): --mm-encoder-tp-mode data falls back to "weights" for a model whose encoder
-    vLLM cannot replicate; --limit-mm-per-prompt with every modality at 0 turns the encoder's
-    profile off (any release) and, where the release skips building the tower
+    as given): --enable-multimodal-encoder-data-parallel is --mm-encoder-tp-mode data, which
+    falls back to "weights" for a model whose encoder vLLM `version` cannot replicate
+    (`arch_support.encoder_tp_data`); --limit-mm-per-prompt with every modality at 0 turns the
+    encoder's profile off (any release) and, where the release skips building the tower
     (`rules.mm_zero_skips_tower`), its weights."""
-    if s.mm_encoder_tp_mode == "data" and spec.model_type not in (rules.encoder_tp_data_types
-                                                                   or ()):
-        s = _settings_with(s, mm_encoder_tp_mode="weights")
+    # NOTE: 0.10.2-0.12 set the mode to "data" when the switch is on (EngineArgs
+    # __post_init__); before 0.10.2 the models read the switch itself.
+    mode = "data" if s.enable_multimodal_encoder_data_parallel else s.mm_encoder_tp_mode
+    if mode == "data":
+        mode = "data" if encoder_tp_data(spec.architecture, version) else "weights"
+    if mode != s.mm_encoder_tp_mode:
+        s = _settings_with(s, mm_encoder_tp_mode=mode)
     if s.limit_mm_per_prompt is None or not mm_encoder_off(spec, s):
         return s
     skips = rules.mm_zero_skips_tower

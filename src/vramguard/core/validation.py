@@ -95,10 +95,6 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     _check_graph_flags(s, rules, version)
     if s.decode_context_parallel_size != 1:
         _check_dcp(spec, s, rules, version)
-    if s.mm_encoder_tp_mode is not None and rules.encoder_tp_data_types is None:
-        raise _unrecognized("--mm-encoder-tp-mode", s.mm_encoder_tp_mode,
-                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11+; "
-                            "0.10: --enable-multimodal-encoder-data-parallel)")
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
@@ -251,7 +247,11 @@ def _unrecognized(flag: str, value: object, fix: str) -> UsageError:
 
 
 # NOTE: what to do instead, where a flag went away
-_GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping"}
+_GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping",
+             "--enable-multimodal-encoder-data-parallel": "use --mm-encoder-tp-mode data"}
+# NOTE: what an earlier release spells instead
+_EARLIER_FIX = {"--mm-encoder-tp-mode":
+                "0.9.1-0.10.1 have --enable-multimodal-encoder-data-parallel (= data)"}
 _FLAG_FIELDS = frozenset(FLAG_RELEASES)
 _OVERRIDE_KEY = {"--rope-scaling": "rope_scaling", "--rope-theta": "rope_theta"}
 
@@ -280,6 +280,8 @@ def _check_flag_releases(s: Settings, version: str) -> None:
         fix = f"vLLM {version} has no such flag ({releases})"
         if parse_version(version) > parse_version(first):      # NOTE: it went away
             fix += f": {_GONE_FIX.get(flag, 'drop it')}; or plan with the --vllm-version you run"
+        elif flag in _EARLIER_FIX:
+            fix += f"; {_EARLIER_FIX[flag]}"
         raise _unrecognized(flag, _argv_text(getattr(s, name)), fix)
 
 
@@ -304,6 +306,9 @@ def _argv_text(value) -> str:
     if isinstance(value, bool):
         return ""
     if isinstance(value, tuple):
+        # NOTE: (name, value) pairs are one JSON argument; plain items are nargs="+"
+        if value and all(isinstance(v, str) for v in value):
+            return " ".join(value)
         return json.dumps(dict(value))
     return f"{value:g}" if isinstance(value, float) else str(value)
 

@@ -85,8 +85,9 @@ FLAGS: dict[str, Flag] = {
     # host memory only (vramguard check's host need; the GPU pool does not change)
     "--kv-offloading-size": Flag("kv_offloading_size", FLOAT_NONNEG, 0, 1 << 20),
     "--kv-offloading-backend": Flag("kv_offloading_backend", CHOICE, choices=("native", "lmcache")),
-    # vLLM 0.10-0.12 (deprecated from 0.11): the same as --mm-encoder-tp-mode data
-    "--enable-multimodal-encoder-data-parallel": Flag("mm_encoder_tp_mode", BOOL),
+    # vLLM 0.9.1-0.12.0 (deprecated from 0.10.2): the same as --mm-encoder-tp-mode data
+    "--enable-multimodal-encoder-data-parallel": Flag("enable_multimodal_encoder_data_parallel",
+                                                      BOOL),
     "--skip-mm-profiling": Flag("skip_mm_profiling", BOOL),
     "--mm-ipc-gpu-memory-gb": Flag("mm_ipc_gpu_memory_gb", FLOAT_NONNEG, 0, 1 << 20),
     "--enable-lora": Flag("enable_lora", BOOL),

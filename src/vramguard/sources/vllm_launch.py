@@ -132,8 +132,8 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in ("--num-speculative-tokens", "--spec-tokens",
                                                 "--speculative-config", "--compilation-config",
-                                                "--speculative-model", "--device-memory-utilization",
-                                                "--enable-multimodal-encoder-data-parallel")}
+                                                "--speculative-model",
+                                                "--device-memory-utilization")}
 # NOTE: written back as one --compilation-config JSON, with the key names of the release
 # (`_compilation_keys`).
 _COMPILATION_KEYS = {"compilation_mode": "mode", "cudagraph_mode": "cudagraph_mode"}
@@ -210,10 +210,6 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
             values["--compilation-config"] = json.dumps(conf)
         elif name == "optimization_level":
             values["-O"] = settings.optimization_level
-        elif name == "mm_encoder_tp_mode" and _before(version, (0, 11, 0)):
-            # NOTE: 0.10 had the switch only (--mm-encoder-tp-mode came in 0.11)
-            values["--enable-multimodal-encoder-data-parallel"] = \
-                settings.mm_encoder_tp_mode == "data"
         elif name == "limit_mm_per_prompt":
             limits = settings.limit_mm_per_prompt
             values["--limit-mm-per-prompt"] = json.dumps(dict(limits)) if limits else None

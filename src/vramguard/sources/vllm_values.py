@@ -210,8 +210,6 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
     if kind in (FLOAT_FRAC, FLOAT_NONNEG):
         return {spec.field: _to_float(flag, value, spec)}
     if kind in (BOOL, TRIBOOL):
-        if spec.field == "mm_encoder_tp_mode":      # --enable-multimodal-encoder-data-parallel
-            return {spec.field: "data" if _to_bool(flag, value) else None}
         return {spec.field: _to_bool(flag, value)}
     if kind == CHOICE:
         text = str(value).strip()
