@@ -201,9 +201,10 @@ _KEY_SETTINGS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_u
                  "cudagraph_mode", "optimization_level", "compilation_mode",
                  "cudagraph_capture_sizes", "cuda_graph_sizes", "max_cudagraph_capture_size",
                  "performance_mode", "decode_context_parallel_size", "mm_encoder_tp_mode",
-                 "limit_mm_per_prompt", "kv_offloading_size")
+                 "enable_multimodal_encoder_data_parallel", "limit_mm_per_prompt",
+                 "kv_offloading_size")
 # NOTE: shown only when set away from these (the default says nothing)
-_QUIET = {"decode_context_parallel_size": 1}
+_QUIET = {"decode_context_parallel_size": 1, "enable_multimodal_encoder_data_parallel": False}
 
 
 def _settings_line(plan: Plan, st: _Style) -> list[str]:
