@@ -93,12 +93,8 @@ def _model_classes(models: Path) -> dict[tuple[str, str], tuple[list[str], bool 
             bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
                      for b in node.bases]
             flag = None
-            for st in node.body:
-                value = getattr(st, "value", None)
-                targets = st.targets if isinstance(st, ast.Assign) else [getattr(st, "target", None)]
-                if (value is not None and isinstance(value, ast.Constant) and any(
-                        isinstance(t, ast.Name) and t.id == "supports_encoder_tp_data"
-                        for t in targets)):
+            for name, value in _assignments(node.body):
+                if name == "supports_encoder_tp_data" and isinstance(value, ast.Constant):
                     flag = bool(value.value)
             body = ast.get_source_segment(src, node) or ""
             out[(f.stem, node.name)] = (bases, flag, "enable_multimodal_encoder_data_parallel"
@@ -131,18 +127,9 @@ def encoder_tp_data_archs(folder: Path) -> set[str] | None:
                              for f in models.glob("*.py")):
         return None
     classes = _model_classes(models)
-    registry = ast.parse((models / "registry.py").read_text(encoding="utf-8"))
-    out = set()
-    for node in ast.walk(registry):
-        if not isinstance(node, ast.Dict):
-            continue
-        for k, v in zip(node.keys, node.values):
-            if (isinstance(k, ast.Constant) and isinstance(v, ast.Tuple) and len(v.elts) == 2
-                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
-                            for e in v.elts)
-                    and _encoder_tp_data(classes, _class_key(classes, *(e.value for e in v.elts)))):
-                out.add(k.value)
-    return out
+    entries = _table_entries((models / "registry.py").read_text(encoding="utf-8"))
+    return {arch for arch, where in entries.items()
+            if where is not None and _encoder_tp_data(classes, _class_key(classes, *where))}
 
 
 def _assignments(nodes):
@@ -158,15 +145,24 @@ def _assignments(nodes):
             yield target.id, value
 
 
-def _tables(source: str) -> set[str]:
-    out: set[str] = set()
+def _table_entries(source: str) -> dict[str, tuple[str, str] | None]:
+    """architecture -> (module, class) of the registry's native tables (None where the tuple
+    is not two string constants)."""
+    out: dict[str, tuple[str, str] | None] = {}
     for name, value in _assignments(ast.parse(source).body):
         if not (name.endswith("_MODELS") and isinstance(value, ast.Dict)
                 and not any(s in name for s in _SKIP_TABLES)):
             continue
-        out |= {k.value for k, v in zip(value.keys, value.values)
-                if isinstance(k, ast.Constant) and isinstance(v, ast.Tuple)}
+        for k, v in zip(value.keys, value.values):
+            if isinstance(k, ast.Constant) and isinstance(v, ast.Tuple):
+                names = [e.value for e in v.elts if isinstance(e, ast.Constant)
+                         and isinstance(e.value, str)]
+                out[k.value] = (names[0], names[1]) if len(names) == len(v.elts) == 2 else None
     return out
+
+
+def _tables(source: str) -> set[str]:
+    return set(_table_entries(source))
 
 
 def _returned(fn: ast.FunctionDef) -> ast.expr | None:

@@ -528,8 +528,9 @@ class PlanReport:
 
     def _encoder_tp_note(self) -> str:
         """--mm-encoder-tp-mode data (or 0.9.1-0.12's switch): replicated or fallen back."""
-        switch = self.eff.values.get("enable_multimodal_encoder_data_parallel")
-        flag = "--enable-multimodal-encoder-data-parallel" if switch else "--mm-encoder-tp-mode data"
+        flag = ("--enable-multimodal-encoder-data-parallel"
+                if self.eff.values.get("enable_multimodal_encoder_data_parallel")
+                else "--mm-encoder-tp-mode data")
         if self.s.mm_encoder_tp_mode == "data":     # NOTE: `mm_settings` kept it: replicated
             return f"{flag}: the encoder is replicated on every TP rank (in the weights)"
         return (f"{flag}: vLLM falls back to 'weights' for this model ('This model does not "
