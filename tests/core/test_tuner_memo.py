@@ -379,3 +379,53 @@ def test_tuner_plan_cache_gpu_key_by_value():
     assert ctx.plan(s, a) is ctx.plan(s, b)
     assert ctx.plan(s, c).to_dict() != ctx.plan(s, a).to_dict()
     assert ctx.runs == 2
+
+
+# Settings that fail only vLLM's checks of the searched flags (`validation.validate_searched`),
+# by release; each follows a valid plan of its family, which skips the other checks.
+SEARCHED_INVALID = (
+    (None, dict(gpu_memory_utilization=1.5)),
+    (None, dict(max_model_len_auto=True, max_model_len=4096)),
+    ("0.11.0", dict(max_model_len_auto=True)),
+    ("0.9.0", dict(kv_cache_memory_bytes=8 << 30)),
+    (None, dict(max_num_batched_tokens=32, max_num_seqs=64)),
+    (None, dict(max_model_len=10 ** 7)),                       # resolve_settings' own check
+)
+
+
+@pytest.mark.parametrize("version,bad", SEARCHED_INVALID)
+def test_family_checks_the_searched_flags_of_every_candidate(version, bad):
+    """A family whose other flags passed every check still refuses a searched flag, with the
+    same error as a fresh plan; a refused candidate does not mark its family checked."""
+    import dataclasses
+    g = lookup_gpu("H100-80GB")
+    sp = spec("Qwen/Qwen2.5-7B-Instruct")
+    good = Settings(gpu_memory_utilization=0.9, max_model_len=4096)
+    bad_s = dataclasses.replace(good, **bad)
+    _memo.clear()
+    for order in ((good, bad_s, good), (bad_s, good, bad_s)):
+        for s in order:
+            got = outcome(lambda: planner.plan(sp, s, g, vllm_version=version))
+            with _memo.disabled():
+                want = outcome(lambda: planner.plan(sp, s, g, vllm_version=version))
+            assert got == want, (version, bad, s)
+    assert isinstance(outcome(lambda: planner.plan(sp, bad_s, g, vllm_version=version)), tuple)
+
+
+def test_flag_releases_checked_per_candidate_user_set():
+    """Which flags were given is searched (`user_set`): a flag the release lacks is refused
+    even when its family passed the checks with the flag at its default."""
+    g = lookup_gpu("H100-80GB")
+    sp = spec("Qwen/Qwen2.5-7B-Instruct")
+    quiet = Settings(max_model_len=4096, user_set=frozenset({"max_model_len"}))
+    given = dataclasses_replace(quiet, user_set=frozenset({"max_model_len", "mm_encoder_tp_mode"}))
+    _memo.clear()
+    assert not isinstance(outcome(lambda: planner.plan(sp, quiet, g, vllm_version="0.9.0")),
+                          tuple)
+    got = outcome(lambda: planner.plan(sp, given, g, vllm_version="0.9.0"))
+    assert isinstance(got, tuple) and "unrecognized arguments" in got[1]
+
+
+def dataclasses_replace(x, **kw):
+    import dataclasses
+    return dataclasses.replace(x, **kw)

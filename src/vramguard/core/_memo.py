@@ -4,7 +4,10 @@ A tuner plans thousands of candidates of one model that differ only in
 `gpu_memory_utilization`, `max_model_len`, `max_num_seqs`, `max_num_batched_tokens` (and a
 few discrete flags). The version row, the weights per rank, the KV layout, the derived
 maximum length and the activation peak are the same for many of them; these wrappers
-compute each once per distinct input and return the stored (immutable) result.
+compute each once per distinct input and return the stored (immutable) result. `family`
+keeps the planner's prefix shared by candidates that differ only in the searched flags
+(`SEARCHED`): the row, the checks of the other flags, and the stage terms per (batched
+tokens, sequences).
 
 Keys are exactly the inputs that matter:
 * the model by identity (`id(spec)`, the spec itself kept alive in the slot, so an id is
@@ -41,7 +44,7 @@ MAX_ENTRIES_PER_TABLE = 4096   # per model and table; cleared when full
 # Settings fields the wrapped functions never read (anything else is part of the key).
 # NOTE: only flags a search varies are left out; tests/core/test_tuner_memo.py varies every
 # field and compares with fresh plans, so a wrapped function that starts reading one fails.
-_SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len_auto",
+SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len_auto",
                        "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes",
                        "num_gpu_blocks_override", "user_set", "model"})
 # NOTE: the CUDA-graph flags (stage_terms.cudagraph_mode, the capture sizes) feed the graph
@@ -49,22 +52,23 @@ _SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len
 _GRAPH_FLAGS = frozenset({"enforce_eager", "optimization_level", "compilation_mode",
                           "cudagraph_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
                           "max_cudagraph_capture_size", "performance_mode"})
-_NOT_READ_WEIGHTS = _SEARCHED | _GRAPH_FLAGS | {
+_NOT_READ_WEIGHTS = SEARCHED | _GRAPH_FLAGS | {
     "kv_cache_dtype", "block_size", "disable_sliding_window", "disable_hybrid_kv_cache_manager",
     "num_speculative_tokens", "skip_mm_profiling", "async_scheduling", "mamba_cache_dtype",
     "mamba_ssm_cache_dtype", "mm_ipc_gpu_memory_gb"}
 # NOTE: the layout's shape reads the KV dtype and the model's dtype only through its
 # arguments (the Mamba dtype flags it reads from Settings: in the key), and PP only through
 # the in-flight tokens (applied per call).
-_NOT_READ_LAYOUT = _SEARCHED | _GRAPH_FLAGS | {"cpu_offload_gb", "enable_lora", "max_loras",
+_NOT_READ_LAYOUT = SEARCHED | _GRAPH_FLAGS | {"cpu_offload_gb", "enable_lora", "max_loras",
                                 "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
                                 "pipeline_parallel_size", "language_model_only",
                                 "skip_mm_profiling", "async_scheduling",
                                 "mm_ipc_gpu_memory_gb"}
 
-# NOTE: the planner's per-stage terms read the effective batched tokens and sequences
-# (passed in the key), never the flags a search varies.
-_NOT_READ_STAGES = _SEARCHED
+# NOTE: the planner's family (checks, fixed inputs, per-stage terms) never reads the searched
+# flags: their checks (`validation.validate_searched`) and `effective.resolve_settings` run
+# for every plan; the stage terms get the effective batched tokens and sequences as a key.
+_NOT_READ_STAGES = SEARCHED
 
 _ALL_FIELDS = tuple(f.name for f in fields(Settings))
 _WEIGHT_FIELDS = tuple(n for n in _ALL_FIELDS if n not in _NOT_READ_WEIGHTS)
@@ -240,17 +244,23 @@ def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_w
                           sliding_window=None):
     """`maxlen.resolve_max_model_len` with the derived length cached; the user's length is
     checked on every call (a UsageError is raised afresh)."""
-    if not _enabled:
-        return _maxlen.resolve_max_model_len(spec, rules, user_len,
-                                             disable_sliding_window=disable_sliding_window,
-                                             sliding_window=sliding_window)
     # NOTE: the derived length does not depend on the user's: derived once per model, row and
     # window; the user's length is checked against it on every call (cheap; raises afresh).
-    d = _lookup_rules(_table(spec, "maxlen"), rules, (disable_sliding_window, sliding_window),
-                      lambda: _maxlen.derive_max_model_len(
-                          spec, rules, disable_sliding_window=disable_sliding_window,
-                          sliding_window=sliding_window))
+    d = derived_max_model_len(spec, rules, disable_sliding_window, sliding_window)
     return _maxlen.apply_user_len(spec, d, user_len, allow_long=rules.allow_long_max_model_len)
+
+
+def derived_max_model_len(spec: ModelSpec, rules, disable_sliding_window: bool = False,
+                          sliding_window: int | None = None):
+    """`maxlen.derive_max_model_len`, cached per model, row and window."""
+    if not _enabled:
+        return _maxlen.derive_max_model_len(spec, rules,
+                                            disable_sliding_window=disable_sliding_window,
+                                            sliding_window=sliding_window)
+    return _lookup_rules(_table(spec, "maxlen"), rules, (disable_sliding_window, sliding_window),
+                         lambda: _maxlen.derive_max_model_len(
+                             spec, rules, disable_sliding_window=disable_sliding_window,
+                             sliding_window=sliding_window))
 
 
 def activation_bytes(spec: ModelSpec, shape):
@@ -301,39 +311,53 @@ def flag_sources(values: tuple, user_set: frozenset, compute, names: frozenset |
     return _lookup(_sources, key, compute)
 
 
-def stage_terms(spec: ModelSpec, settings: Settings, rules, gpu, device: str, tokens: int,
-                seqs: int, compute, fixed_compute):
-    """The planner's per-stage terms `compute(spec, settings, rules, gpu, device, tokens, seqs,
-    fixed)`, where `fixed = fixed_compute(spec, settings, rules, gpu, device)` are those that
-    depend on neither the batched tokens nor the sequences: cached per model on the Settings
-    fields they read, the version row and the GPU (both by identity, kept with the value) and
-    the device; then, within that entry, on (tokens, seqs).
+def family(spec: ModelSpec, settings: Settings, gpu, version: str, engine, env, build):
+    """The planner's prefix shared by the candidates of one family (`planner._Family`, made
+    by `build()`): cached per model on the Settings fields outside `SEARCHED`, the release,
+    the engine asked for, the GPU (by identity, kept with the value) and the environment.
 
-    NOTE: two levels: a search varies the tokens and sequences per candidate, and the first
-    level's key (most Settings fields) is hashed once per plan, not once per level."""
+    NOTE: a search plans many candidates that differ only in the searched flags; the version
+    row, the checks of the other flags, the settings' fixed inputs and the stage terms are
+    theirs in common. The family is mutable (it fills in as the walk goes): only the planner
+    writes to it."""
     if not _enabled:
-        return compute(spec, settings, rules, gpu, device, tokens, seqs,
-                       fixed_compute(spec, settings, rules, gpu, device))
-    table = _table(spec, "stages")
-    full = (id(rules), id(gpu), _stage_key(settings), device)
-    entry = table.get(full)
-    if entry is None or entry[0] is not rules or entry[1] is not gpu:
+        return build()
+    key = (version, engine, id(gpu), tuple(sorted(env.items())) if env else None,
+           _stage_key(settings))
+    table = _table(spec, "family")
+    hit = table.get(key)
+    if hit is not None and hit[0] is gpu:
+        return hit[1]
+    stats["misses"] += 1
+    value = build()
+    table[key] = (gpu, value)
+    return value
+
+
+def family_terms(cache: dict, spec: ModelSpec, settings: Settings, rules, gpu, device: str,
+                 tokens: int, seqs: int, compute, fixed_compute):
+    """The planner's per-stage terms `compute(spec, settings, rules, gpu, device, tokens, seqs,
+    fixed)` of one family, in its `cache`: `fixed = fixed_compute(spec, settings, rules, gpu,
+    device)` once (they depend on neither the batched tokens nor the sequences), then one
+    entry per (tokens, seqs)."""
+    fixed = cache.get(None)
+    if fixed is None:
         stats["misses"] += 1
-        entry = table[full] = (rules, gpu, fixed_compute(spec, settings, rules, gpu, device), {})
-    per = entry[3]
+        fixed = cache[None] = fixed_compute(spec, settings, rules, gpu, device)
     key = (tokens, seqs)
-    value = per.get(key)
+    value = cache.get(key)
     if value is None:
         stats["misses"] += 1
-        if len(per) >= MAX_ENTRIES_PER_TABLE:
-            per.clear()
-        value = per[key] = compute(spec, settings, rules, gpu, device, tokens, seqs, entry[2])
+        if len(cache) >= MAX_ENTRIES_PER_TABLE:
+            cache.clear()
+            cache[None] = fixed
+        value = cache[key] = compute(spec, settings, rules, gpu, device, tokens, seqs, fixed)
     return value
 
 
 def stage_fixed(spec: ModelSpec, settings: Settings, rules, gpu, device: str, compute):
     """The per-stage terms that depend on neither the batched tokens nor the sequences,
-    `compute(spec, settings, rules, gpu, device)`: cached like `stage_terms` without them."""
+    `compute(spec, settings, rules, gpu, device)`: cached on the fields outside `SEARCHED`."""
     if not _enabled:
         return compute(spec, settings, rules, gpu, device)
     table = _table(spec, "stage_fixed")

@@ -12,12 +12,14 @@ from operator import attrgetter
 from . import _memo
 from .errors import UsageError
 from .gpu import GpuSpec
+from .maxlen import DerivedLen, apply_user_len
 from .model import ModelSpec
 from .provenance import GIB, Source
 from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
 from .settings import Settings
 
-__all__ = ["Eff", "resolve_settings", "USER", "DEFAULT", "DERIVED"]
+__all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "USER", "DEFAULT",
+           "DERIVED"]
 
 # NOTE: the walk records where each setting came from as the Source's text (what the Plan
 # carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
@@ -65,10 +67,42 @@ def _flag_sources(s: Settings) -> dict[str, str]:
             for name in _FLAGS}
 
 
+@dataclass(frozen=True, slots=True)
+class SettingsBase:
+    """What `resolve_settings` reads besides the flags a search varies (`_memo.SEARCHED`):
+    the model's first sliding window, the derived max_model_len (before the user's length is
+    applied) and v1's scheduler defaults (batched tokens, sequences; None on v0, where they
+    follow max_model_len)."""
+
+    window: int | None
+    derived: DerivedLen
+    sched: tuple[int, int] | None
+
+
+def settings_base(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                  device: str) -> SettingsBase:
+    """The `SettingsBase` of `s` (the same for settings that differ only in the searched
+    flags: the planner keeps one per family of candidates)."""
+    window = _memo.sliding_window(spec)
+    derived = _memo.derived_max_model_len(spec, rules, s.disable_sliding_window, window)
+    sched = None
+    if rules.engine != "v0":
+        d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, gpu.total_bytes / GIB,
+                                                    entrypoint=s.entrypoint, device=device,
+                                                    world_size=s.world_size)
+        if s.performance_mode == "throughput" and rules.performance_mode_flag:
+            d_tokens, d_seqs = 2 * d_tokens, 2 * d_seqs
+        sched = (d_tokens, d_seqs)
+    return SettingsBase(window, derived, sched)
+
+
 def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
-                     device: str) -> tuple[Eff, object]:
+                     device: str, base: SettingsBase | None = None) -> tuple[Eff, object]:
     """The effective value and source of every flag the plan echoes, and the derived
-    max_model_len (`maxlen.DerivedLen`). Raises UsageError for vLLM's own length checks."""
+    max_model_len (`maxlen.DerivedLen`). `base`: `settings_base(spec, s, rules, gpu,
+    device)` when the caller has it. Raises UsageError for vLLM's own length checks."""
+    if base is None:
+        base = settings_base(spec, s, rules, gpu, device)
     vals = _flag_values(s)
     # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
     # only their sources are memoized (they depend on the values' equality and user_set).
@@ -83,12 +117,10 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
         values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = util, U
     else:
         values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = rules.default_util, D
-    window = _memo.sliding_window(spec)
     auto = s.max_model_len_auto
     user_len = None if auto else s.max_model_len
-    L, derived = _memo.resolve_max_model_len(spec, rules, user_len,
-                                             disable_sliding_window=s.disable_sliding_window,
-                                             sliding_window=window)
+    L, derived = apply_user_len(spec, base.derived, user_len,
+                                allow_long=rules.allow_long_max_model_len)
     values["max_model_len"], sources["max_model_len"] = L, (U if user_len not in (None, -1)
                                                              else X)
     values["max_model_len_auto"], sources["max_model_len_auto"] = auto, U if auto else D
@@ -105,11 +137,7 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
         chunked = True if chunked_flag is None else chunked_flag
         values["enable_chunked_prefill"] = chunked
         sources["enable_chunked_prefill"] = D if chunked_flag is None else U
-        d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, gpu.total_bytes / GIB,
-                                                    entrypoint=s.entrypoint, device=device,
-                                                    world_size=s.world_size)
-        if s.performance_mode == "throughput" and rules.performance_mode_flag:
-            d_tokens, d_seqs = 2 * d_tokens, 2 * d_seqs
+        d_tokens, d_seqs = base.sched
         if not chunked:
             d_tokens = max(L, d_tokens)
     user_seqs, user_tokens = s.max_num_seqs, s.max_num_batched_tokens

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import _memo
 from ._frozen import maker
@@ -21,7 +21,7 @@ from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
 from .draft import check_draft, draft_note, falls_back_to_v0
-from .effective import DERIVED
+from .effective import DERIVED, SettingsBase, settings_base
 from .effective import Eff as _Eff
 from .effective import resolve_settings as _resolve_settings
 from .gpu import GpuSpec
@@ -37,7 +37,7 @@ from .stage_terms import fixed_terms as _fixed_terms
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, sampler_copies
 from .validation import (check_backend_block_size, check_dtype_capability,
-                         check_quant_capability, check_rocm_quant, validate)
+                         check_quant_capability, check_rocm_quant, validate, validate_searched)
 from .weights import draft_bytes, runtime_dtype_bytes
 
 __all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
@@ -108,15 +108,15 @@ def _calibration_for(cal: Calibration | None, spec: ModelSpec, s: Settings, gpu:
     return cal if (cal.matches(key) or cal.matches(alt)) else None
 
 
-def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, rules: VllmRules, gpu: GpuSpec,
-                 cal: Calibration | None, hooks: PlanHooks | None,
-                 device: str) -> tuple[list[_Stage], str, str]:
+def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: "_Family", gpu: GpuSpec,
+                 cal: Calibration | None, hooks: PlanHooks | None) -> tuple[list[_Stage], str, str]:
     """The per-stage terms, the effective KV dtype name and CUDA-graph mode of one plan."""
     tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
     # NOTE: the estimates depend on neither the utilization nor max_model_len: a search
-    # that varies those reuses them (memoized on exactly the inputs of `_base_terms`).
-    terms, kv_name, graph_mode = _memo.stage_terms(spec, s, rules, gpu, device, tokens, seqs,
-                                                   _base_terms, _fixed_terms)
+    # that varies those reuses them (kept in the family, per (tokens, seqs)).
+    terms, kv_name, graph_mode = _memo.family_terms(fam.terms, spec, s, fam.rules, gpu,
+                                                    fam.device, tokens, seqs, _base_terms,
+                                                    _fixed_terms)
     stages = [_Stage(*t) for t in terms]
     if cal is not None or hooks is not None:
         for st in stages:
@@ -183,12 +183,37 @@ def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: s
 _PLAIN_KV = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"})
 
 
-def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
-          hooks, env, detail, cuda_ordinal=0) -> "_Walk":
-    version = vllm_version or NEWEST_VERSION
+@dataclass(slots=True)
+class _Family:
+    """What a plan derives from all but the flags a search varies (`_memo.SEARCHED`): the
+    version row (the engine fallback, environment and device applied), whether the checks of
+    the other flags passed, the settings' fixed inputs, the CUDA context and the stage terms
+    (`terms`: `_memo.family_terms`). Shared by the candidates that differ only in the
+    searched flags (`_memo.family`); made afresh for every plan when the memo is off."""
+
+    rules: VllmRules
+    fallback: str | None
+    device: str
+    context_bytes: int
+    checked: bool = False
+    base: SettingsBase | None = None
+    terms: dict = field(default_factory=dict)
+
+
+def _family(spec: ModelSpec, settings: Settings, gpu: GpuSpec, version: str,
+            engine: str | None, env: dict[str, str] | None) -> _Family:
     rules, fallback = _pick_rules(version, engine, gpu, spec, settings)
     rules = apply_device(apply_env(rules, env), gpu.vendor)
     device = "cpu" if gpu.vendor == "cpu" else "cuda"
+    ctx = act.context_bytes(settings.world_size, nccl_before_snapshot=rules.snapshot_after_nccl,
+                            cublas_before_snapshot=rules.cublas_before_snapshot,
+                            total_bytes=gpu.total_bytes, vendor=gpu.vendor)
+    return _Family(rules, fallback, device, ctx)
+
+
+def _check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
+           version: str) -> None:
+    """vLLM's own checks of the settings, in its order (raises UsageError)."""
     validate(spec, settings, rules, version)
     check_backend_block_size(spec, settings, rules, gpu)
     check_quant_capability(spec, settings, gpu, version)
@@ -198,16 +223,33 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
         check_draft(spec, settings, rules)
     if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:
         check_kv_dtype(spec, settings, rules)
-    eff, derived = _resolve_settings(spec, settings, rules, gpu, device)
+
+
+def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
+          hooks, env, detail, cuda_ordinal=0) -> "_Walk":
+    version = vllm_version or NEWEST_VERSION
+    fam = _memo.family(spec, settings, gpu, version, engine, env,
+                       lambda: _family(spec, settings, gpu, version, engine, env))
+    rules, device = fam.rules, fam.device
+    if fam.checked:
+        # NOTE: the family's other flags passed every check: only those of the searched ones
+        # can fail (in the same order).
+        validate_searched(settings, rules, version)
+    else:
+        _check(spec, settings, rules, gpu, version)
+        fam.checked = True
+    if fam.base is None:
+        fam.base = settings_base(spec, settings, rules, gpu, device)
+    eff, derived = _resolve_settings(spec, settings, rules, gpu, device, fam.base)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
     if spec.vision is not None:
         settings = mm_settings(spec, settings, rules, version)
-    stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, rules, gpu, cal, hooks,
-                                               device)
+    stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, fam, gpu, cal, hooks)
+    ctx = hooks.context_bytes if hooks and hooks.context_bytes is not None else fam.context_bytes
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
-                 cal, hooks, device, derived, detail, kv_name, cuda_ordinal)
-    walk.fallback, walk.graph_mode = fallback, graph_mode
+                 cal, hooks, device, derived, detail, kv_name, cuda_ordinal, ctx)
+    walk.fallback, walk.graph_mode = fam.fallback, graph_mode
     return walk
 
 
@@ -228,7 +270,7 @@ class _Walk(PlanReport):
 
     def __init__(self, spec, settings, gpu, rules, eff, stages, version, free_bytes,
                  other_used, cal, hooks, device, derived, detail=True, kv_name="auto",
-                 cuda_ordinal=0):
+                 cuda_ordinal=0, context_bytes=0):
         self.spec, self.s, self.gpu, self.rules = spec, settings, gpu, rules
         self.cuda_ordinal = cuda_ordinal
         self.detail, self.kv_name, self.cap = detail, kv_name, None
@@ -238,13 +280,7 @@ class _Walk(PlanReport):
         self.u = eff.values["gpu_memory_utilization"]
         raw_r = self.u * self.T
         self.R = float(math.ceil(raw_r)) if rules.request_ceil else raw_r
-        if hooks and hooks.context_bytes is not None:
-            self.ctx = hooks.context_bytes
-        else:
-            self.ctx = act.context_bytes(settings.world_size,
-                                         nccl_before_snapshot=rules.snapshot_after_nccl,
-                                         cublas_before_snapshot=rules.cublas_before_snapshot,
-                                         total_bytes=gpu.total_bytes, vendor=gpu.vendor)
+        self.ctx = context_bytes             # CUDA context etc. before the snapshot
         self.F = int(free_bytes) if free_bytes is not None else self.T - self.ctx - other_used
         self.free_given = free_bytes is not None
         self.L = eff.values["max_model_len"]

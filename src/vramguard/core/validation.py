@@ -22,8 +22,9 @@ from .rules import VllmRules, parse_version
 from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES
 from .settings import Settings
 
-__all__ = ["validate", "check_backend_block_size", "check_quant_method", "check_rocm_quant",
-           "check_quant_capability", "check_dtype_capability", "bf16_refused"]
+__all__ = ["validate", "validate_searched", "check_backend_block_size", "check_quant_method",
+           "check_rocm_quant", "check_quant_capability", "check_dtype_capability",
+           "bf16_refused"]
 
 
 # NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
@@ -38,6 +39,26 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     # NOTE: argparse runs first: a flag the release does not have stops it before the model
     if s.entrypoint == "serve":
         _check_flag_releases(s, version)
+    _check_model_flags(spec, s, rules, version)
+    _check_searched_memory(s, rules, version)
+    _check_cache_flags(spec, s, rules, version)
+    _check_scheduler(s)
+
+
+def validate_searched(s: Settings, rules: VllmRules, version: str | None = None) -> None:
+    """The checks of `validate` that read the flags a search varies (`_memo.SEARCHED`: the
+    utilization, lengths, sequences, batched tokens, a fixed KV pool) or which flags were
+    given (`user_set`), in `validate`'s order. For settings equal on every other field to
+    settings that passed `validate` (same model, row and release), this is all of it: the
+    other checks read none of those fields."""
+    version = version or rules.version
+    if s.entrypoint == "serve":
+        _check_flag_releases(s, version)
+    _check_searched_memory(s, rules, version)
+    _check_scheduler(s)
+
+
+def _check_model_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
     if s.config_overrides:
         _check_override_flags(s, version)
     if not rules.transformers_fallback:
@@ -70,6 +91,9 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
                          f"divisible by tensor parallel size ({tp}).",
                          where="--tensor-parallel-size",
                          fix="Use a tensor parallel size that divides the head count")
+
+
+def _check_searched_memory(s: Settings, rules: VllmRules, version: str) -> None:
     u = s.gpu_memory_utilization
     if u is not None and not (0 < u <= 1):
         raise UsageError(f"GPU memory utilization must be within (0, 1]. Got {u}.",
@@ -83,6 +107,9 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     if s.kv_cache_memory_bytes is not None and not rules.kv_cache_memory_flag:
         raise UsageError(f"--kv-cache-memory-bytes needs vLLM 0.10.2 or newer "
                          f"(got {version})", where="--kv-cache-memory-bytes")
+
+
+def _check_cache_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
     if s.block_size is not None:
         _check_block_size(s.block_size, rules, version)
     for flag, value, choices, since in (
@@ -95,6 +122,9 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     _check_graph_flags(s, rules, version)
     if s.decode_context_parallel_size != 1:
         _check_dcp(spec, s, rules, version)
+
+
+def _check_scheduler(s: Settings) -> None:
     if (s.max_num_batched_tokens is not None and s.max_num_seqs is not None
             and s.max_num_batched_tokens < s.max_num_seqs):
         raise UsageError(f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater "
