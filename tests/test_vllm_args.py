@@ -1,5 +1,6 @@
 """vLLM flag parsing: every flag form, suffixes, YAML, pasted commands, errors."""
 
+import dataclasses
 import json
 
 import pytest
@@ -127,7 +128,10 @@ def test_a_separate_drafter_is_read_and_written_back(argv):
     assert args[0] == "--speculative-config" and len(args) == 2
     assert json.loads(args[1]) == {"method": "draft_model", "model": "q/small",
                                    "num_speculative_tokens": 3}
-    assert s(*args) == st
+    # NOTE: the same settings; the spellings as given are recorded as given
+    again = s(*args)
+    assert dataclasses.replace(again, speculative_flags=st.speculative_flags) == st
+    assert {f for f, _ in st.speculative_flags} == {"--speculative-config"}
 
 
 @pytest.mark.parametrize("argv, want, note", [
@@ -681,3 +685,38 @@ def test_kv_cache_dtype_skip_layers_takes_every_value_and_round_trips():
     for bad in ("0,1", "1²"):
         with pytest.raises(UsageError, match="layer indices"):
             parse_vllm_args(["m", "--kv-cache-dtype-skip-layers", bad])
+
+
+def test_speculative_spellings_recorded_as_given():
+    """Every spelling sets the same fields; the flags are kept as given, in order, for the
+    release's flag check (--spec-method / --spec-model are read, 0.22+)."""
+    st = s("--spec-method", "NGRAM", "--spec-tokens", "3")
+    assert (st.speculative_method, st.num_speculative_tokens) == ("ngram", 3)
+    assert st.speculative_flags == (("--spec-method", "NGRAM"), ("--spec-tokens", "3"))
+    assert "speculative_flags" in st.user_set
+    old = s("--speculative-model", "[ngram]", "--num-speculative-tokens", "4")
+    assert (old.speculative_model, old.num_speculative_tokens) == ("[ngram]", 4)
+    assert [f for f, _ in old.speculative_flags] == ["--speculative-model",
+                                                     "--num-speculative-tokens"]
+    assert s("--spec-model", "q/small").speculative_model == "q/small"
+    assert s("--max-model-len", "4096").speculative_flags == ()
+
+
+NGRAM3 = '{"method": "ngram", "num_speculative_tokens": 3}'
+
+
+@pytest.mark.parametrize("argv, version, want", [
+    (["--speculative-config", NGRAM3], "0.8.2", ["--speculative-config", NGRAM3]),
+    (["--speculative-config", NGRAM3], "0.7.3",
+     ["--speculative-model", "[ngram]", "--num-speculative-tokens", "3"]),
+    (["--spec-method", "ngram", "--spec-tokens", "3"], None,
+     ["--spec-method", "ngram", "--spec-tokens", "3"]),
+    (["--spec-method", "ngram", "--spec-tokens", "3"], "0.21.0", ["--speculative-config", NGRAM3]),
+    (["--speculative-model", "q/small", "--num-speculative-tokens", "2"], "0.6.3",
+     ["--speculative-model", "q/small", "--num-speculative-tokens", "2"]),
+    (["--speculative-model", "q/small", "--num-speculative-tokens", "2"], None,
+     ["--speculative-config", '{"model": "q/small", "num_speculative_tokens": 2}']),
+])
+def test_speculative_written_in_the_releases_spelling(argv, version, want):
+    """A recommended command names speculative decoding the way its release spells it."""
+    assert settings_to_args(s(*argv), version=version) == want

@@ -929,3 +929,57 @@ def test_block_size_backend_rule_leaves_mla_models_alone():
     p = plan(deepseek_v3_kv_only(), Settings(block_size=8, max_model_len=4096), _H100,
              vllm_version="0.33.0")
     assert p.kv.block_size == 8
+
+
+SPEC_JSON = '{"method": "ngram", "num_speculative_tokens": 3}'
+
+
+@pytest.mark.parametrize("flags, accepted, refused", [
+    ((("--speculative-model", "[ngram]"), ("--num-speculative-tokens", "3")),
+     ("0.4.1", "0.8.2"), ("0.8.3", "0.9.0")),
+    ((("--speculative-config", SPEC_JSON),), ("0.8.2", "0.33.0"), ("0.8.1", "0.7.3")),
+    ((("--spec-method", "ngram"), ("--spec-tokens", "3")), ("0.22.0", "0.33.0"),
+     ("0.21.0", "0.8.2", "0.7.3")),
+])
+def test_speculative_flags_by_release(flags, accepted, refused):
+    """Each spelling of the speculative flags in the releases whose argparse has it
+    (rules_changes.SPECULATIVE_FLAG_RELEASES); outside them "unrecognized arguments" with
+    the spelling that release has."""
+    g = lookup_gpu("H100")
+    given = Settings(max_model_len=4096, speculative_flags=flags,
+                     user_set=frozenset({"max_model_len", "speculative_flags"}))
+    for version in accepted:
+        try:
+            plan(dense(), given, g, vllm_version=version)
+        except UsageError as e:          # another check may refuse, never argparse
+            assert "unrecognized arguments" not in e.what, version
+    for version in refused:
+        with pytest.raises(UsageError) as e:
+            plan(dense(), given, g, vllm_version=version)
+        flag, value = flags[0]
+        assert e.value.what == f"vllm serve: error: unrecognized arguments: {flag} {value}"
+        assert f"vLLM {version} has no such flag" in e.value.fix
+        hint = ("--speculative-model" if parse_version(version) < (0, 8, 2)
+                else "--speculative-config")
+        assert hint in e.value.fix, (version, e.value.fix)
+
+
+def test_spec_flag_and_the_same_json_key_are_exclusive():
+    """0.22+: --spec-tokens beside "num_speculative_tokens" in the JSON is EngineArgs'
+    ValueError; other keys combine."""
+    g = lookup_gpu("H100")
+    both = (("--spec-tokens", "3"), ("--speculative-config", SPEC_JSON))
+    s = Settings(max_model_len=4096, speculative_flags=both)
+    with pytest.raises(UsageError, match=r"--spec-tokens and --speculative-config\["
+                                         r"'num_speculative_tokens'\] are mutually exclusive"):
+        plan(dense(), s, g)
+    apart = (("--spec-tokens", "3"), ("--speculative-config", '{"method": "ngram"}'))
+    assert plan(dense(), Settings(max_model_len=4096, speculative_flags=apart), g)
+
+
+def test_legacy_speculative_flags_bound_the_release():
+    """A log started with --speculative-model ran 0.8.2 at most."""
+    from vramguard.core.validation import last_release_with_flags
+    s = Settings(speculative_flags=(("--num-speculative-tokens", "3"),))
+    assert last_release_with_flags(s) == "0.8.2"
+    assert last_release_with_flags(Settings(speculative_flags=(("--spec-tokens", "3"),))) is None

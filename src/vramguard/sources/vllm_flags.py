@@ -106,10 +106,14 @@ FLAGS: dict[str, Flag] = {
     "--compilation-config": Flag("compilation_mode", COMPILE),           # and -O JSON (<= 0.12)
     "--performance-mode": Flag("performance_mode", CHOICE,               # vLLM 0.17+
                                choices=("balanced", "interactivity", "throughput")),
+    # Speculative decoding, by release (rules_changes.SPECULATIVE_FLAG_RELEASES): the JSON
+    # 0.8.2+; --num-speculative-tokens / --speculative-model up to 0.8.2; --spec-* 0.22+.
     "--speculative-config": Flag("num_speculative_tokens", JSON),
-    "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),  # vLLM <= 0.9
-    "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),   # recent shorthand
-    "--speculative-model": Flag("speculative_model", STR),               # vLLM <= 0.9
+    "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),
+    "--spec-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),
+    "--speculative-model": Flag("speculative_model", STR),
+    "--spec-model": Flag("speculative_model", STR),
+    "--spec-method": Flag("speculative_method", STR),
     "--model": Flag("model", STR),
     "--config": Flag("", STR),
 }
@@ -162,7 +166,7 @@ IGNORED_VALUE = frozenset("""
 --renderer-num-workers --stream-interval --fingerprint-mode --fingerprint-value
 --jit-monitor-mode --kv-cache-metrics-sample --dcp-comm-backend --dcp-kv-cache-interleave-size
 --cp-kv-cache-interleave-size --dp-supervisor-probe-failure-threshold
---dp-supervisor-probe-interval-s --dp-supervisor-probe-timeout-s --spec-method --spec-model
+--dp-supervisor-probe-interval-s --dp-supervisor-probe-timeout-s
 --prefill-schedule-interval --prefix-match-unit --mamba-backend
 --moe-backend --linear-backend --gdn-prefill-backend --ir-op-priority --kernel-config
 --model-class-overrides --ubatch-size --mm-tensor-ipc

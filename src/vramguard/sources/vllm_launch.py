@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..core.rules_changes import SPECULATIVE_FLAG_RELEASES
 from ..errors import UsageError
 from .vllm_flags import BOOL, FLAGS, TRIBOOL
 
@@ -129,11 +130,12 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 # ---------------------------------------------------------------------------------------
 # Writing a line back
 # ---------------------------------------------------------------------------------------
+# NOTE: written together, in the release's spelling (`_speculative_args`)
+_SPECULATIVE = frozenset(SPECULATIVE_FLAG_RELEASES)
+_SPEC_SHORT = frozenset({"--spec-method", "--spec-model", "--spec-tokens"})
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
-                 if spec.field and flag not in ("--num-speculative-tokens", "--spec-tokens",
-                                                "--speculative-config", "--compilation-config",
-                                                "--speculative-model",
-                                                "--device-memory-utilization")}
+                 if spec.field and flag not in _SPECULATIVE
+                 and flag not in ("--compilation-config", "--device-memory-utilization")}
 # NOTE: written back as one --compilation-config JSON, with the key names of the release
 # (`_compilation_keys`).
 _COMPILATION_KEYS = {"compilation_mode": "mode", "cudagraph_mode": "cudagraph_mode"}
@@ -197,8 +199,8 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
     keys = _compilation_keys(version)
     for name in sorted(settings.user_set, key=lambda f: _FIELD_ORDER.get(f, len(FLAGS))):
         if name in ("model", "max_model_len_auto", "entrypoint", "speculative_method",
-                    "speculative_model"):
-            continue        # NOTE: the last two are written inside --speculative-config
+                    "speculative_model", "speculative_flags"):
+            continue        # NOTE: the last three are written with num_speculative_tokens
         if name == "max_model_len" and settings.max_model_len_auto:
             values["--max-model-len"] = "auto"
         elif name in keys:
@@ -216,11 +218,7 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
         elif name == "config_overrides":
             values.update(_override_flags(settings.config_overrides))
         elif name == "num_speculative_tokens":
-            n, method = settings.num_speculative_tokens, settings.speculative_method
-            draft = settings.speculative_model
-            conf = (({"method": method} if method else {}) | ({"model": draft} if draft else {})
-                    | {"num_speculative_tokens": n})
-            values["--speculative-config"] = json.dumps(conf) if n else None
+            values.update(_speculative_args(settings, version))
         else:
             values[FIELD_TO_FLAG.get(name, "--" + name.replace("_", "-"))] = \
                 getattr(settings, name)
@@ -228,6 +226,26 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
     for key, val in (overrides or {}).items():
         values[flag_for(str(key))] = val
     return flag_tokens(values)[1]
+
+
+def _speculative_args(settings, version: str | None) -> dict[str, object]:
+    """Speculative decoding in the release's spelling: --speculative-model (a drafter, or
+    '[ngram]') and --num-speculative-tokens before 0.8.2; the --spec-* flags from 0.22 when
+    those are what was given; else the --speculative-config JSON (0.8.2+)."""
+    n, method = settings.num_speculative_tokens, settings.speculative_method
+    draft = settings.speculative_model
+    if not n:
+        return {}
+    if _before(version, (0, 8, 2)):
+        ngram = method in ("ngram", "[ngram]")
+        return {"--speculative-model": draft or ("[ngram]" if ngram else None),
+                "--num-speculative-tokens": n}
+    given = {flag for flag, _ in settings.speculative_flags}
+    if given and given <= _SPEC_SHORT and not _before(version, (0, 22, 0)):
+        return {"--spec-method": method, "--spec-model": draft, "--spec-tokens": n}
+    conf = (({"method": method} if method else {}) | ({"model": draft} if draft else {})
+            | {"num_speculative_tokens": n})
+    return {"--speculative-config": json.dumps(conf)}
 
 
 def _override_flags(pairs: tuple[tuple[str, str], ...]) -> dict[str, str]:

@@ -245,8 +245,10 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
             notes.append(f"--quantization {text!r} is not a method vramguard knows; "
                          "weights are planned from the checkpoint")
         return {"quantization": text}
-    if spec.field == "speculative_model" and text in ("None", "none"):
-        return {"speculative_model": None}
+    if spec.field in ("speculative_model", "speculative_method") and text in ("None", "none"):
+        return {spec.field: None}
+    if spec.field == "speculative_method" and text:
+        return {"speculative_method": text.lower()}     # NOTE: as the JSON's "method"
     if not text:
         raise _bad(flag, value, "a non-empty value")
     return {spec.field: text}
