@@ -130,8 +130,8 @@ def test_a_separate_drafter_is_read_and_written_back(argv):
                                    "num_speculative_tokens": 3}
     # NOTE: the same settings; the spellings as given are recorded as given
     again = s(*args)
-    assert dataclasses.replace(again, speculative_flags=st.speculative_flags) == st
-    assert {f for f, _ in st.speculative_flags} == {"--speculative-config"}
+    assert dataclasses.replace(again, flag_spellings=st.flag_spellings) == st
+    assert {f for f, _ in st.flag_spellings} == {"--speculative-config"}
 
 
 @pytest.mark.parametrize("argv, want, note", [
@@ -692,14 +692,14 @@ def test_speculative_spellings_recorded_as_given():
     release's flag check (--spec-method / --spec-model are read, 0.22+)."""
     st = s("--spec-method", "NGRAM", "--spec-tokens", "3")
     assert (st.speculative_method, st.num_speculative_tokens) == ("ngram", 3)
-    assert st.speculative_flags == (("--spec-method", "NGRAM"), ("--spec-tokens", "3"))
-    assert "speculative_flags" in st.user_set
+    assert st.flag_spellings == (("--spec-method", "NGRAM"), ("--spec-tokens", "3"))
+    assert "flag_spellings" in st.user_set
     old = s("--speculative-model", "[ngram]", "--num-speculative-tokens", "4")
     assert (old.speculative_model, old.num_speculative_tokens) == ("[ngram]", 4)
-    assert [f for f, _ in old.speculative_flags] == ["--speculative-model",
+    assert [f for f, _ in old.flag_spellings] == ["--speculative-model",
                                                      "--num-speculative-tokens"]
     assert s("--spec-model", "q/small").speculative_model == "q/small"
-    assert s("--max-model-len", "4096").speculative_flags == ()
+    assert s("--max-model-len", "4096").flag_spellings == ()
 
 
 NGRAM3 = '{"method": "ngram", "num_speculative_tokens": 3}'

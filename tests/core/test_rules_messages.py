@@ -941,13 +941,13 @@ SPEC_JSON = '{"method": "ngram", "num_speculative_tokens": 3}'
     ((("--spec-method", "ngram"), ("--spec-tokens", "3")), ("0.22.0", "0.33.0"),
      ("0.21.0", "0.8.2", "0.7.3")),
 ])
-def test_speculative_flags_by_release(flags, accepted, refused):
+def test_flag_spellings_by_release(flags, accepted, refused):
     """Each spelling of the speculative flags in the releases whose argparse has it
-    (rules_changes.SPECULATIVE_FLAG_RELEASES); outside them "unrecognized arguments" with
+    (rules_changes.SPELLING_RELEASES); outside them "unrecognized arguments" with
     the spelling that release has."""
     g = lookup_gpu("H100")
-    given = Settings(max_model_len=4096, speculative_flags=flags,
-                     user_set=frozenset({"max_model_len", "speculative_flags"}))
+    given = Settings(max_model_len=4096, flag_spellings=flags,
+                     user_set=frozenset({"max_model_len", "flag_spellings"}))
     for version in accepted:
         try:
             plan(dense(), given, g, vllm_version=version)
@@ -969,17 +969,32 @@ def test_spec_flag_and_the_same_json_key_are_exclusive():
     ValueError; other keys combine."""
     g = lookup_gpu("H100")
     both = (("--spec-tokens", "3"), ("--speculative-config", SPEC_JSON))
-    s = Settings(max_model_len=4096, speculative_flags=both)
+    s = Settings(max_model_len=4096, flag_spellings=both)
     with pytest.raises(UsageError, match=r"--spec-tokens and --speculative-config\["
                                          r"'num_speculative_tokens'\] are mutually exclusive"):
         plan(dense(), s, g)
     apart = (("--spec-tokens", "3"), ("--speculative-config", '{"method": "ngram"}'))
-    assert plan(dense(), Settings(max_model_len=4096, speculative_flags=apart), g)
+    assert plan(dense(), Settings(max_model_len=4096, flag_spellings=apart), g)
 
 
-def test_legacy_speculative_flags_bound_the_release():
+def test_legacy_flag_spellings_bound_the_release():
     """A log started with --speculative-model ran 0.8.2 at most."""
     from vramguard.core.validation import last_release_with_flags
-    s = Settings(speculative_flags=(("--num-speculative-tokens", "3"),))
+    s = Settings(flag_spellings=(("--num-speculative-tokens", "3"),))
     assert last_release_with_flags(s) == "0.8.2"
-    assert last_release_with_flags(Settings(speculative_flags=(("--spec-tokens", "3"),))) is None
+    assert last_release_with_flags(Settings(flag_spellings=(("--spec-tokens", "3"),))) is None
+
+
+def test_device_memory_utilization_from_031():
+    """--device-memory-utilization is --gpu-memory-utilization's second name from 0.31.0."""
+    from vramguard.sources.vllm_args import parse_vllm_command
+    g = lookup_gpu("H100")
+    s = parse_vllm_command("vllm serve m --max-model-len 4096 "
+                           "--device-memory-utilization 0.8").settings
+    assert s.gpu_memory_utilization == 0.8
+    assert plan(dense(), s, g, vllm_version="0.31.0").settings["gpu_memory_utilization"] == 0.8
+    with pytest.raises(UsageError) as e:
+        plan(dense(), s, g, vllm_version="0.30.0")
+    assert e.value.what == ("vllm serve: error: unrecognized arguments: "
+                            "--device-memory-utilization 0.8")
+    assert "write it --gpu-memory-utilization" in e.value.fix

@@ -184,7 +184,7 @@ SWEEP = {
     "mm_encoder_tp_mode": ("data",), "enable_multimodal_encoder_data_parallel": (True,),
     "mm_ipc_gpu_memory_gb": (1.5,),
     "config_overrides": ((("--hf-overrides", '{"rope_theta": 1000000.0}'),),),
-    "speculative_flags": ((("--speculative-config", '{"num_speculative_tokens": 2}'),),
+    "flag_spellings": ((("--speculative-config", '{"num_speculative_tokens": 2}'),),
                           (("--spec-tokens", "2"),)),
 }
 SWEEP_MODELS = ("google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct",

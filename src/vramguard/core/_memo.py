@@ -55,7 +55,7 @@ _GRAPH_FLAGS = frozenset({"enforce_eager", "optimization_level", "compilation_mo
 _NOT_READ_WEIGHTS = SEARCHED | _GRAPH_FLAGS | {
     "kv_cache_dtype", "block_size", "disable_sliding_window", "disable_hybrid_kv_cache_manager",
     "num_speculative_tokens", "skip_mm_profiling", "async_scheduling", "mamba_cache_dtype",
-    "mamba_ssm_cache_dtype", "mm_ipc_gpu_memory_gb", "speculative_flags"}
+    "mamba_ssm_cache_dtype", "mm_ipc_gpu_memory_gb", "flag_spellings"}
 # NOTE: the layout's shape reads the KV dtype and the model's dtype only through its
 # arguments (the Mamba dtype flags it reads from Settings: in the key), and PP only through
 # the in-flight tokens (applied per call).
@@ -63,7 +63,7 @@ _NOT_READ_LAYOUT = SEARCHED | _GRAPH_FLAGS | {"cpu_offload_gb", "enable_lora", "
                                 "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
                                 "pipeline_parallel_size", "language_model_only",
                                 "skip_mm_profiling", "async_scheduling",
-                                "mm_ipc_gpu_memory_gb", "speculative_flags"}
+                                "mm_ipc_gpu_memory_gb", "flag_spellings"}
 
 # NOTE: the planner's family (checks, fixed inputs, per-stage terms) never reads the searched
 # flags: their checks (`validation.validate_searched`) and `effective.resolve_settings` run

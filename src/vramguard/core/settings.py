@@ -77,10 +77,10 @@ class Settings:
     # --rope-scaling, --rope-theta. Their effect is in the ModelSpec (sources/resolve.py);
     # here for the release's own flag check and for writing the command back.
     config_overrides: tuple[tuple[str, str], ...] = ()
-    # The speculative-decoding flags as given, (flag, value text), in order: their effect is
-    # in num_speculative_tokens / speculative_method / speculative_model; here for the
-    # release's own flag check (each spelling has its releases) and for writing them back.
-    speculative_flags: tuple[tuple[str, str], ...] = ()
+    # The flags whose spelling depends on the release, as given, (flag, value text), in order
+    # (speculative decoding's, --device-memory-utilization; rules_changes.SPELLING_RELEASES):
+    # their effect is in the fields they set; here for the release's own flag check.
+    flag_spellings: tuple[tuple[str, str], ...] = ()
     entrypoint: str = "serve"                 # "serve" (vllm serve / api_server) or "llm" (LLM class)
     model: str | None = None                  # the model argument as given, if any
     user_set: frozenset[str] = field(default_factory=frozenset)   # flags the user gave

@@ -19,7 +19,7 @@ from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules, parse_version
-from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES, SPECULATIVE_FLAG_RELEASES
+from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES, SPELLING_RELEASES
 from .settings import Settings
 
 __all__ = ["validate", "validate_searched", "check_backend_block_size", "check_quant_method",
@@ -61,8 +61,8 @@ def validate_searched(s: Settings, rules: VllmRules, version: str | None = None)
 def _check_model_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
     if s.config_overrides:
         _check_override_flags(s, version)
-    if s.speculative_flags and s.entrypoint == "serve":
-        _check_speculative_flags(s, version)    # NOTE: argparse's (LLM kwargs differ)
+    if s.flag_spellings and s.entrypoint == "serve":
+        _check_flag_spellings(s, version)       # NOTE: argparse's (LLM kwargs differ)
     if not rules.transformers_fallback:
         _check_architecture(spec, version)
     if spec.checkpoint is not None and spec.checkpoint.format == "gguf" and not rules.gguf_loader:
@@ -319,12 +319,12 @@ def _check_flag_releases(s: Settings, version: str) -> None:
 
 def last_release_with_flags(s: Settings) -> str | None:
     """The newest release whose argparse has every flag of `FLAG_RELEASES` (and of
-    `SPECULATIVE_FLAG_RELEASES`) that `s` sets (None: no such flag limits it). A log that does not print its version started with
-    its flags, so it is at most that release."""
+    `SPELLING_RELEASES`) that `s` sets (None: no such flag limits it). A log that does not
+    print its version started with its flags, so it is at most that release."""
     lasts = [last for name, (_flag, _first, last) in FLAG_RELEASES.items()
              if last is not None and _given(s, name)]
-    lasts += [last for flag, _ in s.speculative_flags
-              if (last := SPECULATIVE_FLAG_RELEASES[flag][1]) is not None]
+    lasts += [last for flag, _ in s.flag_spellings
+              if (last := SPELLING_RELEASES[flag][1]) is not None]
     return min(lasts, key=parse_version) if lasts else None
 
 
@@ -370,19 +370,20 @@ _SPEC_KEYS = {"--spec-method": "method", "--spec-model": "model",
               "--num-speculative-tokens": "num_speculative_tokens"}
 
 
-def _check_speculative_flags(s: Settings, version: str) -> None:
-    """The speculative-decoding flags as the release's argparse has them
-    (`rules_changes.SPECULATIVE_FLAG_RELEASES`), with the spelling the release does have;
-    from 0.22 a --spec-* flag and the same key in --speculative-config are refused
-    (EngineArgs: "are mutually exclusive")."""
-    for flag, value in s.speculative_flags:
-        releases = _outside(version, *SPECULATIVE_FLAG_RELEASES[flag])
+def _check_flag_spellings(s: Settings, version: str) -> None:
+    """The flags of `rules_changes.SPELLING_RELEASES` as the release's argparse has them,
+    with the spelling the release does have; from 0.22 a --spec-* flag and the same key in
+    --speculative-config are refused (EngineArgs: "are mutually exclusive")."""
+    for flag, value in s.flag_spellings:
+        releases = _outside(version, *SPELLING_RELEASES[flag])
         if releases is not None:
+            fix = ("write it --gpu-memory-utilization" if flag == "--device-memory-utilization"
+                   else _speculative_fix(flag, version))
             raise _unrecognized(flag, value, f"vLLM {version} has no such flag ({releases})"
-                                f": {_speculative_fix(flag, version)}")
-    given = {flag for flag, _ in s.speculative_flags}
+                                f": {fix}")
+    given = {flag for flag, _ in s.flag_spellings}
     in_json: set[str] = set()
-    for flag, value in s.speculative_flags:
+    for flag, value in s.flag_spellings:
         if flag == "--speculative-config":
             try:
                 conf = json.loads(value)
@@ -400,7 +401,7 @@ def _check_speculative_flags(s: Settings, version: str) -> None:
 def _speculative_fix(flag: str, version: str) -> str:
     """What the release spells instead of `flag`."""
     key = _SPEC_KEYS.get(flag)
-    if _outside(version, *SPECULATIVE_FLAG_RELEASES["--speculative-config"]) is None:
+    if _outside(version, *SPELLING_RELEASES["--speculative-config"]) is None:
         return f"write it inside --speculative-config '{{\"{key}\": ...}}'"
     if flag == "--spec-model" or flag == "--spec-tokens":
         old = "--speculative-model" if key == "model" else "--num-speculative-tokens"

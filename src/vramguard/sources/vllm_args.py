@@ -219,10 +219,10 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
         # NOTE: after a pasted line's own (`base`): both are on the command line
         changes["config_overrides"] = settings.config_overrides + tuple(scan.override_args)
         user_set.add("config_overrides")
-    if scan.speculative_args:
-        changes["speculative_flags"] = (settings.speculative_flags
-                                        + tuple(scan.speculative_args))
-        user_set.add("speculative_flags")
+    if scan.spelling_args:
+        changes["flag_spellings"] = (settings.flag_spellings
+                                        + tuple(scan.spelling_args))
+        user_set.add("flag_spellings")
     if model is not None:
         changes["model"] = model
     model = changes.get("model", settings.model)

@@ -106,7 +106,7 @@ FLAGS: dict[str, Flag] = {
     "--compilation-config": Flag("compilation_mode", COMPILE),           # and -O JSON (<= 0.12)
     "--performance-mode": Flag("performance_mode", CHOICE,               # vLLM 0.17+
                                choices=("balanced", "interactivity", "throughput")),
-    # Speculative decoding, by release (rules_changes.SPECULATIVE_FLAG_RELEASES): the JSON
+    # Speculative decoding, by release (rules_changes.SPELLING_RELEASES): the JSON
     # 0.8.2+; --num-speculative-tokens / --speculative-model up to 0.8.2; --spec-* 0.22+.
     "--speculative-config": Flag("num_speculative_tokens", JSON),
     "--num-speculative-tokens": Flag("num_speculative_tokens", POS_INT, 0, 1024),

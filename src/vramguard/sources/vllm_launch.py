@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.rules_changes import SPECULATIVE_FLAG_RELEASES
+from ..core.rules_changes import SPELLING_RELEASES
 from ..errors import UsageError
 from .vllm_flags import BOOL, FLAGS, TRIBOOL
 
@@ -131,7 +131,7 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 # Writing a line back
 # ---------------------------------------------------------------------------------------
 # NOTE: written together, in the release's spelling (`_speculative_args`)
-_SPECULATIVE = frozenset(SPECULATIVE_FLAG_RELEASES)
+_SPECULATIVE = frozenset(SPELLING_RELEASES) - {"--device-memory-utilization"}
 _SPEC_SHORT = frozenset({"--spec-method", "--spec-model", "--spec-tokens"})
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in _SPECULATIVE
@@ -199,8 +199,9 @@ def settings_to_args(settings, overrides: dict[str, object] | None = None,
     keys = _compilation_keys(version)
     for name in sorted(settings.user_set, key=lambda f: _FIELD_ORDER.get(f, len(FLAGS))):
         if name in ("model", "max_model_len_auto", "entrypoint", "speculative_method",
-                    "speculative_model", "speculative_flags"):
-            continue        # NOTE: the last three are written with num_speculative_tokens
+                    "speculative_model", "flag_spellings"):
+            continue        # NOTE: the speculative ones go with num_speculative_tokens;
+                            # the spellings as given are not written back
         if name == "max_model_len" and settings.max_model_len_auto:
             values["--max-model-len"] = "auto"
         elif name in keys:
@@ -240,7 +241,7 @@ def _speculative_args(settings, version: str | None) -> dict[str, object]:
         ngram = method in ("ngram", "[ngram]")
         return {"--speculative-model": draft or ("[ngram]" if ngram else None),
                 "--num-speculative-tokens": n}
-    given = {flag for flag, _ in settings.speculative_flags}
+    given = {flag for flag, _ in settings.flag_spellings}
     if given and given <= _SPEC_SHORT and not _before(version, (0, 22, 0)):
         return {"--spec-method": method, "--spec-model": draft, "--spec-tokens": n}
     conf = (({"method": method} if method else {}) | ({"model": draft} if draft else {})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.rules_changes import SPECULATIVE_FLAG_RELEASES
+from ..core.rules_changes import SPELLING_RELEASES
 from ..errors import UsageError
 from . import vllm_compile
 from .vllm_flags import (
@@ -96,16 +96,16 @@ class _Scan:
         self.config_file: str | None = None
         # (flag, JSON of its value) per model-config flag, in order (Settings.config_overrides)
         self.override_args: list[tuple[str, str]] = []
-        # (flag, value as given) per speculative-decoding flag (Settings.speculative_flags)
-        self.speculative_args: list[tuple[str, str]] = []
+        # (flag, value as given) per flag spelled by release (Settings.flag_spellings)
+        self.spelling_args: list[tuple[str, str]] = []
 
     def apply(self, flag: str, value: object) -> None:
         """Record `flag` (a FLAGS key) set to `value`."""
         changes = convert_value(flag, value, self.notes)
         self.changes.update(changes)
-        if flag in SPECULATIVE_FLAG_RELEASES:
+        if flag in SPELLING_RELEASES:
             text = value if isinstance(value, str) else json.dumps(value)
-            self.speculative_args.append((flag, text))
+            self.spelling_args.append((flag, text))
         if FLAGS[flag].kind == COMPILE:
             self.user_set.update(changes)     # NOTE: one JSON sets several fields
         else:
