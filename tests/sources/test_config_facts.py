@@ -308,3 +308,34 @@ def test_encoder_modalities_from_the_config(extra, want):
            "num_attention_heads": 16, "num_key_value_heads": 8, "num_hidden_layers": 4,
            "intermediate_size": 8192, "vocab_size": 32000, **extra}
     assert spec_from_config(cfg, name="x").vision.modalities == want
+
+
+def _ct(weights, acts=None, targets=("Linear",), **extra):
+    return {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "targets": list(targets), "weights": weights, "input_activations": acts}}, **extra}
+
+
+FP8_W = {"num_bits": 8, "type": "float", "strategy": "channel"}
+FP4_W = {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}
+INT4_W = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}
+INT8_W = {"num_bits": 8, "type": "int", "strategy": "channel"}
+
+
+@pytest.mark.parametrize("qc,schemes", [
+    (_ct(FP8_W, {"num_bits": 8, "type": "float", "dynamic": True}), ("W8A8-FP8",)),
+    (_ct(FP8_W), ("W8A16-FP8",)),
+    (_ct(INT8_W, {"num_bits": 8, "type": "int", "dynamic": True}), ("W8A8-INT8",)),
+    (_ct(INT4_W), ("WNA16",)),
+    (_ct(INT8_W), ("WNA16",)),
+    (_ct(FP4_W, {"num_bits": 4, "type": "float", "strategy": "tensor_group"}), ("W4A4-FP4",)),
+    (_ct(FP4_W), ("W4A16-FP4",)),
+    (_ct(INT4_W, {"num_bits": 8, "type": "float"}), ()),          # W4A8: not checked
+    (_ct(INT4_W, targets=("re:.*mlp.experts.*",)), ()),           # experts: the MoE method
+    (_ct(INT4_W, ignore=["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                         "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]), ()),   # experts only
+])
+def test_compressed_tensors_linear_schemes(config, qc, schemes):
+    """The scheme vLLM picks for a config group that quantizes Linear layers (the GPU checks
+    of core/quant_schemes.py read them)."""
+    cfg = dict(config("Qwen__Qwen3-30B-A3B"), quantization_config=qc)
+    assert spec_from_config(cfg, name="q").quant.linear_schemes == schemes

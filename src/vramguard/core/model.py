@@ -211,6 +211,10 @@ class QuantSpec:
     embedding_quantized: bool = False
     unquantized_modules: tuple[str, ...] = ()
     kv_cache_scheme: str | None = None   # checkpoint-declared KV quant (ModelOpt fp8/nvfp4)
+    # compressed-tensors: the schemes of the config groups that quantize plain Linear layers
+    # (not experts only), named as vLLM's scheme classes: "W8A8-FP8", "W8A16-FP8",
+    # "W8A8-INT8", "WNA16", "W4A4-FP4", "W4A16-FP4" (core/quant_schemes.py checks them)
+    linear_schemes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ from .stage_terms import fixed_terms as _fixed_terms
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, sampler_copies
 from .validation import (check_backend_block_size, check_dtype_capability,
-                         check_quant_capability, check_rocm_quant, validate, validate_searched)
+                         check_quant_capability, check_quant_schemes, check_rocm_quant, validate,
+                         validate_searched)
 from .weights import draft_bytes, runtime_dtype_bytes
 
 __all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
@@ -223,6 +224,8 @@ def _check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
         check_draft(spec, settings, rules)
     if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:
         check_kv_dtype(spec, settings, rules)
+    if spec.quant is not None and spec.quant.linear_schemes:
+        check_quant_schemes(spec, settings, gpu, version)    # NOTE: at model build
 
 
 def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,

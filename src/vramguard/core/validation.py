@@ -12,6 +12,7 @@ import json
 
 from . import _memo
 from . import messages as msg
+from .arch_registry import EXAMINED
 from .arch_support import (first_release_for, native_releases, not_native,
                            quant_method_last_release, quant_method_refusal, quant_method_releases,
                            quant_min_capability, rocm_refuses)
@@ -19,12 +20,13 @@ from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
 from .rules import VllmRules, parse_version
+from .quant_schemes import first_release_running, scheme_refusal
 from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES, SPELLING_RELEASES
 from .settings import Settings
 
 __all__ = ["validate", "validate_searched", "check_backend_block_size", "check_quant_method",
-           "check_rocm_quant", "check_quant_capability", "check_dtype_capability",
-           "bf16_refused"]
+           "check_rocm_quant", "check_quant_capability", "check_quant_schemes",
+           "check_dtype_capability", "bf16_refused"]
 
 
 # NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
@@ -454,6 +456,29 @@ def check_quant_capability(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: 
                          f"{minimum // 10}.{minimum % 10} or newer in vLLM {version}"
                          + (f" (vLLM {later} and newer run it on this GPU)" if later else "")
                          + ". Use a newer GPU or a checkpoint without this quantization")
+
+
+def check_quant_schemes(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: str) -> None:
+    """Each compressed-tensors scheme of the checkpoint's Linear layers as vLLM checks it
+    against an NVIDIA GPU while building the model (`quant_schemes`; after the config's
+    checks): the first layer whose scheme cannot run stops the load, in vLLM's words."""
+    method, _ = _asked_method(spec, s)
+    if (method != "compressed-tensors" or spec.quant is None or gpu.vendor != "nvidia"
+            or gpu.compute_capability is None or _is_dev_build(version)):
+        return
+    major, minor = gpu.compute_capability
+    current = major * 10 + minor
+    for scheme in spec.quant.linear_schemes:
+        text = scheme_refusal(scheme, version, current)
+        if text is None:
+            continue
+        later = first_release_running(scheme, current, EXAMINED)
+        raise UsageError(text, where=f"quantization_config ({scheme})",
+                         fix=f"vLLM {version} cannot run this checkpoint's compressed-tensors "
+                             f"{scheme} layers on {gpu.name} (compute capability "
+                             f"{current // 10}.{current % 10})"
+                             + (f"; vLLM {later} and newer can" if later else "")
+                             + ". Use another GPU, or a checkpoint with another scheme")
 
 
 _BF16 = frozenset({"bfloat16", "bf16"})

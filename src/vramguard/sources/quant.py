@@ -151,6 +151,27 @@ def _ct_rate(weights: dict, fmt: str) -> tuple[float, float, float | None]:
     return int_bytes(bits, int(group) if grouped else 0, zeros=not sym), bits, group
 
 
+def _ct_scheme(group: dict) -> str | None:
+    """vLLM's compressed-tensors scheme of one config group (`_get_scheme_from_parts`):
+    W8A8-FP8, W8A16-FP8, W8A8-INT8, WNA16 (int weights only), W4A4-FP4 / W4A16-FP4 (NVFP4);
+    None for the others (W4A8, 2:4 sparse, MXFP: not checked)."""
+    w, a = group.get("weights"), group.get("input_activations")
+    if not isinstance(w, dict) or group.get("sparsity_config"):
+        return None
+    bits, kind = _num(w, "num_bits"), str(w.get("type") or "int").lower()
+    act = (_num(a, "num_bits"), str(a.get("type") or "int").lower()) if isinstance(a, dict) \
+        else None
+    if kind == "float" and bits == 8:
+        return "W8A16-FP8" if act is None else ("W8A8-FP8" if act == (8, "float") else None)
+    if kind == "float" and bits == 4:
+        return "W4A16-FP4" if act is None else ("W4A4-FP4" if act == (4, "float") else None)
+    if kind == "int" and bits in (4, 8) and act is None:
+        return "WNA16"
+    if kind == "int" and bits == 8 and act == (8, "int"):
+        return "W8A8-INT8"
+    return None
+
+
 def _ct_part(targets: object) -> str:
     """Which component a config group targets: "experts", "attention" or "linear"."""
     names = " ".join(str(t) for t in targets) if isinstance(targets, list) else ""
@@ -165,11 +186,16 @@ def _compressed_tensors(qc: dict, skip: tuple[str, ...]) -> QuantSpec:
     fmt = str(qc.get("format") or "").lower()
     groups = qc.get("config_groups")
     rates: dict[str, tuple[float, float, float | None]] = {}
+    schemes: list[str] = []
     if isinstance(groups, dict):
         for group in groups.values():
             if isinstance(group, dict) and isinstance(group.get("weights"), dict):
                 g_fmt = str(group.get("format") or fmt).lower()
-                rates.setdefault(_ct_part(group.get("targets")), _ct_rate(group["weights"], g_fmt))
+                part = _ct_part(group.get("targets"))
+                rates.setdefault(part, _ct_rate(group["weights"], g_fmt))
+                scheme = _ct_scheme(group)
+                if scheme and part != "experts" and scheme not in schemes:
+                    schemes.append(scheme)
     if not rates:
         rates["linear"] = _ct_rate({}, fmt)
     # NOTE: the scheme targeting plain Linear layers is the default for every component.
@@ -186,9 +212,13 @@ def _compressed_tensors(qc: dict, skip: tuple[str, ...]) -> QuantSpec:
     if isinstance(kv, dict):
         kv_bits = _num(kv, "num_bits")
         kv_scheme = "fp8" if kv_bits == 8 else (f"{int(kv_bits)}bit" if kv_bits else None)
+    if split.get("linear_bytes_per_param") == 2.0 and split.get("attention_bytes_per_param",
+                                                                2.0) == 2.0:
+        schemes = []        # NOTE: experts only (the Linear layers are all ignored)
     return QuantSpec(method="compressed-tensors", bits=bits,
                      group_size=int(group) if group and group > 0 else None,
-                     unquantized_modules=skip, kv_cache_scheme=kv_scheme, **split)
+                     unquantized_modules=skip, kv_cache_scheme=kv_scheme,
+                     linear_schemes=tuple(schemes), **split)
 
 
 _ALGO_RATE = {"NVFP4": NVFP4, "FP8": FP8, "FP8_PB_WO": FP8, "FP8_PER_CHANNEL_PER_TOKEN": FP8,
