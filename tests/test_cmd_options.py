@@ -145,7 +145,7 @@ def test_tune_and_check_load_the_model_with_config_overrides():
     from vramguard.commands import check, tune
     argv = ["Qwen/Qwen3-30B-A3B", "--offline", "--hf-overrides",
             '{"max_position_embeddings": 131072}']
-    req, _, _ = tune.make_request(tune.parse_options(argv))
+    req, _, _, _ = tune.make_request(tune.parse_options(argv))
     assert req.spec.max_len_keys["max_position_embeddings"] == 131072
     prep = check.prepare(check.parse_options(argv), env={})
     assert prep.spec.max_len_keys["max_position_embeddings"] == 131072

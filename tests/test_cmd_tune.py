@@ -100,6 +100,37 @@ def test_pasted_command_pins(capsys):
     assert "--kv-cache-dtype fp8" in doc["recommended"]["command"]
 
 
+def test_flags_without_memory_effect_stay_on_the_commands(capsys, tmp_path):
+    """A pasted launch's other flags (--port, --served-model-name, ...) are carried, as
+    given, into every command and the YAML: the recommendation replaces the user's launch.
+    Legacy n-gram speculation (0.7.3) keeps --ngram-prompt-lookup-max, which it needs."""
+    import yaml
+
+    rc, out, err = run(capsys, "--gpu", "RTX-3090", "--workload", "p99=6000", "--json",
+                       "--offline", "--vllm-version", "0.7.3", "--", "vllm", "serve", MODEL,
+                       "--port", "8001", "--served-model-name", "my model", "--speculative-model",
+                       "[ngram]", "--num-speculative-tokens", "3", "--ngram-prompt-lookup-max",
+                       "4", "--disable-log-requests")
+    assert rc == 0, err
+    doc = json.loads(out)
+    rec = doc["recommended"]
+    tail = ("--port 8001 --served-model-name 'my model' --ngram-prompt-lookup-max 4 "
+            "--disable-log-requests")
+    assert rec["command"].endswith(tail), rec["command"]
+    assert all(o["command"].endswith(tail) for o in doc["options"])
+    conf = yaml.safe_load(rec["config_yaml"])
+    assert conf["port"] == 8001 and conf["served-model-name"] == "my model"
+    assert conf["disable-log-requests"] is True
+    again = parse_vllm_command(rec["command"])
+    assert again.settings.num_speculative_tokens == 3 and again.passthrough[-1] == \
+        "--disable-log-requests"
+    assert not any("drafter" in n for n in doc["notes"])        # [ngram] is no model
+    assert any(n.startswith("ignored (no effect on memory): --disable-log-requests --port")
+               for n in doc["notes"])
+    assert not any("--ngram-prompt-lookup-max" in n and n.startswith("ignored")
+                   for n in doc["notes"])
+
+
 def test_config_overrides_stay_on_the_recommended_command(capsys, tmp_path):
     """--hf-overrides that lengthen the model (YaRN) are written on the command and in the
     YAML: without them vLLM derives the shorter length and refuses the recommendation."""

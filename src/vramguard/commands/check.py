@@ -167,8 +167,8 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
         notes.append(f"vLLM {version} (installed where it will run)" if version else
                      "vLLM is not installed in this Python environment: assumed the newest "
                      "known release; pass --vllm-version")
-    if cmd.ignored:
-        notes.append("ignored (no effect on startup memory): " + " ".join(sorted(set(cmd.ignored))))
+    if cmd.no_effect:
+        notes.append("ignored (no effect on startup memory): " + " ".join(sorted(cmd.no_effect)))
     margins = Margins(headroom_bytes=_gib_option(opts, "--headroom-gib",
                                                  DEFAULT_HEADROOM_BYTES / (1 << 30)),
                       min_free_bytes=_gib_option(opts, "--min-free-gib", 0.0))

@@ -183,9 +183,8 @@ def make_plan(opts: _Options):
     if opts.engine is None and cmd.engine_hint:
         notes.append(f"engine {cmd.engine_hint} from VLLM_USE_V1={cmd.env['VLLM_USE_V1']}")
     notes += list(cmd.notes)
-    plain = [f for f in dict.fromkeys(cmd.ignored) if f not in cmd.unmodeled]
-    if plain:
-        notes.append("ignored (no effect on startup memory): " + " ".join(plain))
+    if cmd.no_effect:
+        notes.append("ignored (no effect on startup memory): " + " ".join(cmd.no_effect))
 
     from ..core.planner import plan as run_planner
     from ..sources.draft import load_with_draft

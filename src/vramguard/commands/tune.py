@@ -152,7 +152,8 @@ def _workload(opts: Options):
 
 
 def make_request(opts: Options):
-    """Parse everything and build the TuneRequest. Returns (request, model ref, notes)."""
+    """Parse everything and build the TuneRequest. Returns (request, model ref, notes, the
+    launch's flags that do not change memory, as given: carried into the commands)."""
     from dataclasses import replace
 
     from ..core.tuner import TuneRequest
@@ -180,8 +181,8 @@ def make_request(opts: Options):
     notes = list(cmd.notes)
     if not opts.gpu:
         notes.append(f"GPU not given: assumed {DEFAULT_GPU}; pass --gpu NAME[:N]")
-    if cmd.ignored:
-        notes.append("ignored (no effect on memory): " + " ".join(sorted(set(cmd.ignored))))
+    if cmd.no_effect:
+        notes.append("ignored (no effect on memory): " + " ".join(sorted(cmd.no_effect)))
     from ..sources.draft import load_with_draft
     spec, draft_notes = load_with_draft(cmd.model, cmd.settings, offline=opts.offline,
                                         config_overrides=cmd.config_overrides)
@@ -193,7 +194,7 @@ def make_request(opts: Options):
                       engine=engine.lower() if engine else None,
                       allow_quantization=not opts.no_fp8_weights,
                       allow_more_gpus=not opts.no_more_gpus)
-    return req, cmd.model, notes
+    return req, cmd.model, notes, cmd.passthrough
 
 
 def main(argv: list[str]) -> int:
@@ -202,7 +203,7 @@ def main(argv: list[str]) -> int:
     if opts.help:
         print(HELP, end="")
         return 0
-    req, model, notes = make_request(opts)
+    req, model, notes, extra = make_request(opts)
     from ..core.tuner import tune
     result = tune(req)
     plot_note = None
@@ -218,13 +219,13 @@ def main(argv: list[str]) -> int:
     if opts.json:
         from ..render.json_out import print_json
         from ..render.tune_text import to_json
-        doc = to_json(result, model)
+        doc = to_json(result, model, extra)
         doc["notes"] = notes + doc["notes"] + ([plot_note] if plot_note else [])
         print_json(doc)
     else:
         from ..render.plan_text import can_encode
         from ..render.tune_text import render_tune
         text = render_tune(result, model, unicode=can_encode("█◀↔✓·…▏"),
-                           notes=tuple(notes) + ((plot_note,) if plot_note else ()))
+                           notes=tuple(notes) + ((plot_note,) if plot_note else ()), extra=extra)
         print(text)
     return 0 if result.recommended is not None else 1

@@ -23,16 +23,17 @@ _SKIP = ("model", "max_model_len_auto", "entrypoint", "user_set")
 _NO_POOL = ("weights_oom", "profile_run_oom", "free_memory_below_request")   # before the KV pool
 
 
-def command_args(opt: Option) -> list[str]:
-    """The option's flags as vLLM argv (model excluded)."""
+def command_args(opt: Option, extra: tuple[str, ...] = ()) -> list[str]:
+    """The option's flags as vLLM argv (model excluded), then `extra`: the launch's flags
+    that do not change memory, as given (`vllm_args.passthrough_args`)."""
     from ..sources.vllm_args import settings_to_args
-    return settings_to_args(opt.settings, version=opt.plan.vllm_version)
+    return settings_to_args(opt.settings, version=opt.plan.vllm_version) + list(extra)
 
 
-def command_for(opt: Option, model: str) -> str:
+def command_for(opt: Option, model: str, extra: tuple[str, ...] = ()) -> str:
     """A copy-pasteable `vllm serve MODEL --flag ...` line."""
     from ..sources.vllm_args import format_command
-    return format_command(model, command_args(opt))
+    return format_command(model, command_args(opt, extra))
 
 
 def settings_for(opt: Option) -> dict:
@@ -41,9 +42,9 @@ def settings_for(opt: Option) -> dict:
     return {name: getattr(s, name) for name in sorted(s.user_set) if name not in _SKIP}
 
 
-def config_yaml(opt: Option, model: str) -> str:
+def config_yaml(opt: Option, model: str, extra: tuple[str, ...] = ()) -> str:
     """The same flags as a vLLM `--config` YAML (`vllm serve MODEL --config FILE`)."""
-    args = command_args(opt)
+    args = command_args(opt, extra)
     lines = [f"# vllm serve {model} --config this.yaml", f"model: {_yaml_scalar(model)}"]
     i = 0
     while i < len(args):
@@ -81,13 +82,13 @@ def _yaml_scalar(text: str) -> str:
     return json.dumps(text)
 
 
-def option_dict(opt: Option, model: str, rank: int) -> dict:
+def option_dict(opt: Option, model: str, rank: int, extra: tuple[str, ...] = ()) -> dict:
     """One row of `options` in the JSON contract."""
     p = opt.plan
     t = p.tightest
     return {
         "rank": rank,
-        "command": command_for(opt, model),
+        "command": command_for(opt, model, extra),
         "settings": settings_for(opt),
         "starts": opt.starts,
         "meets_target": opt.meets_target,
@@ -110,19 +111,20 @@ def option_dict(opt: Option, model: str, rank: int) -> dict:
     }
 
 
-def to_json(result: TuneResult, model: str) -> dict:
-    """The documented JSON contract of `vramguard tune --json`."""
+def to_json(result: TuneResult, model: str, extra: tuple[str, ...] = ()) -> dict:
+    """The documented JSON contract of `vramguard tune --json` (`extra`: the launch's flags
+    that do not change memory, carried into every command)."""
     req = result.request
     rec = result.recommended
     recommended = None
     if rec is not None:
-        recommended = {"command": command_for(rec, model), "settings": settings_for(rec),
-                       "config_yaml": config_yaml(rec, model),
+        recommended = {"command": command_for(rec, model, extra), "settings": settings_for(rec),
+                       "config_yaml": config_yaml(rec, model, extra),
                        "gpus_needed": rec.gpus_needed, "needs_more_gpus": rec.needs_more_gpus,
                        "plan": rec.plan.to_dict()}
     return {
         "recommended": recommended,
-        "options": [option_dict(o, model, i) for i, o in enumerate(result.options, 1)],
+        "options": [option_dict(o, model, i, extra) for i, o in enumerate(result.options, 1)],
         "reason": result.reason,
         "nearest": result.nearest,
         "blocking_pins": list(result.blocking_pins),
@@ -178,8 +180,8 @@ def _limit_text(opt: Option) -> str:
 
 
 def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_options: int = 10,
-                notes: tuple[str, ...] = ()) -> str:
-    """The terminal report of `vramguard tune`."""
+                notes: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> str:
+    """The terminal report of `vramguard tune` (`extra`: as `to_json`)."""
     from .chart import text_chart
     req = result.request
     rec = result.recommended
@@ -213,7 +215,7 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
         if rec.needs_more_gpus:
             out.append(f"  needs {rec.gpus_needed} GPUs (you gave {len(req.gpus)})")
         out.append("")
-        out.append("  " + command_for(rec, model))
+        out.append("  " + command_for(rec, model, extra))
         out.append("")
         if rec.needs_more_gpus:
             here = next(((i, o) for i, o in enumerate(result.options, 1)
@@ -222,7 +224,7 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
                 i, o = here
                 out.append(f"  On the {len(req.gpus)} GPU(s) given: option {i} "
                            f"({'; '.join(o.notes) or 'see the table'}):")
-                out.append("    " + command_for(o, model))
+                out.append("    " + command_for(o, model, extra))
                 out.append("")
         if kv is not None:
             out.append(f"  KV pool {_gib(rec.plan.tightest.kv_cache.value_bytes)} GiB per GPU = "
@@ -250,7 +252,7 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
                                                   target=req.target_kv_usage)]
     if rec is not None:
         out += ["", "As a vLLM --config file:"]
-        out += ["  " + line for line in config_yaml(rec, model).splitlines()]
+        out += ["  " + line for line in config_yaml(rec, model, extra).splitlines()]
     all_notes = tuple(notes) + tuple(result.notes)
     if all_notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in all_notes]

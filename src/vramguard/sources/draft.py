@@ -52,6 +52,8 @@ def attach_draft(spec: ModelSpec, settings: Settings, *,
     method = (settings.speculative_method or "").lower()
     if not ref or settings.num_speculative_tokens <= 0 or method in NO_DRAFTER:
         return spec, []
+    if ref.lower() in NO_DRAFTER:
+        return spec, []     # NOTE: `--speculative-model [ngram]` (up to 0.8.2): n-gram
     if not method and ref in (spec.name, settings.model):
         return spec, []     # NOTE: the model itself, no method: its own MTP layers
     from .resolve import load_model_spec

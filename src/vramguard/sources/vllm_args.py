@@ -58,6 +58,9 @@ class VllmCommand:
     config_file: str | None = None        # the --config YAML, if any
     prefix: tuple[str, ...] = ()          # env, launcher, docker words before vLLM's args
     args: tuple[str, ...] = ()            # vLLM's args as given (model included)
+    # the tokens of `ignored` flags as given, in order (a --config file's too): a command
+    # written from Settings carries them so that the launch keeps working (`vramguard tune`)
+    passthrough: tuple[str, ...] = ()
 
     @property
     def config_overrides(self) -> dict:
@@ -69,6 +72,12 @@ class VllmCommand:
             value, key = json.loads(text), CONFIG_OVERRIDE_FLAGS[flag]
             out.update(value if key is None else {key: value})
         return out
+
+    @property
+    def no_effect(self) -> tuple[str, ...]:
+        """The flags given that do not change memory: `ignored` less `unmodeled` (those are
+        noted apart), each once, in order."""
+        return tuple(f for f in dict.fromkeys(self.ignored) if f not in self.unmodeled)
 
     @property
     def engine_hint(self) -> str | None:
@@ -234,7 +243,8 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
     return VllmCommand(model=model, settings=_with(settings, changes, user_set),
                        ignored=tuple(scan.ignored),
                        unmodeled=tuple(scan.unmodeled), unknown=tuple(scan.unknown),
-                       notes=tuple(notes), config_file=config_file, args=tuple(tokens))
+                       notes=tuple(notes), config_file=config_file, args=tuple(tokens),
+                       passthrough=tuple(scan.passthrough))
 
 
 def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCommand:
@@ -302,7 +312,8 @@ def command_from_tokens(tokens: list[str], pasted: list[str] | None = None) -> V
     from dataclasses import replace
     return replace(cmd, model=extra.model, settings=extra.settings,
                    ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes,
-                   unmodeled=cmd.unmodeled + extra.unmodeled, args=cmd.args + extra.args)
+                   unmodeled=cmd.unmodeled + extra.unmodeled, args=cmd.args + extra.args,
+                   passthrough=cmd.passthrough + extra.passthrough)
 
 
 # ---------------------------------------------------------------------------------------

@@ -98,6 +98,8 @@ class _Scan:
         self.override_args: list[tuple[str, str]] = []
         # (flag, value as given) per flag spelled by release (Settings.flag_spellings)
         self.spelling_args: list[tuple[str, str]] = []
+        # the tokens of the accepted flags that set no Settings field, as given, in order
+        self.passthrough: list[str] = []
 
     def apply(self, flag: str, value: object) -> None:
         """Record `flag` (a FLAGS key) set to `value`."""
@@ -149,9 +151,11 @@ class _Scan:
                         i += 1
                     continue
                 flag = full
-            start = i - 1
+            start, accepted = i - 1, len(self.ignored)
             i = self._one(flag, dotted, eq, inline, tokens, i, name)
             self.spans.append((start, i, _base_flag(flag)))
+            if len(self.ignored) > accepted:
+                self.passthrough.extend(tokens[start:i])
 
     def _is_negated(self, flag: str) -> bool:
         if not flag.startswith("--no-"):
