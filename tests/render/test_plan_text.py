@@ -109,3 +109,8 @@ def test_modelled_flags_show_in_the_settings_line_only_when_set():
                                       "max_cudagraph_capture_size": "user"})
     text = render_plan(shown)
     assert "max_cudagraph_capture_size 64" in text and "mamba_cache_mode" not in text
+    quiet = replace(plan, settings={**plan.settings, "num_speculative_tokens": 0})
+    assert "num_speculative_tokens" not in render_plan(quiet)
+    spec = replace(plan, settings={**plan.settings, "num_speculative_tokens": 3},
+                   settings_sources={**plan.settings_sources, "num_speculative_tokens": "user"})
+    assert "num_speculative_tokens 3" in render_plan(spec)

@@ -202,9 +202,10 @@ _KEY_SETTINGS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_u
                  "cudagraph_capture_sizes", "cuda_graph_sizes", "max_cudagraph_capture_size",
                  "performance_mode", "decode_context_parallel_size", "mm_encoder_tp_mode",
                  "enable_multimodal_encoder_data_parallel", "limit_mm_per_prompt",
-                 "kv_offloading_size")
+                 "kv_offloading_size", "num_speculative_tokens")
 # NOTE: shown only when set away from these (the default says nothing)
-_QUIET = {"decode_context_parallel_size": 1, "enable_multimodal_encoder_data_parallel": False}
+_QUIET = {"decode_context_parallel_size": 1, "enable_multimodal_encoder_data_parallel": False,
+          "num_speculative_tokens": 0}
 
 
 def _settings_line(plan: Plan, st: _Style) -> list[str]:
