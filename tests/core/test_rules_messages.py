@@ -13,7 +13,7 @@ from vramguard.core.planner import NEWEST_VERSION, plan
 from vramguard.core.provenance import GIB
 from vramguard.core.rules import (VERSION_TABLE, engines_for, parse_version, resolve_rules,
                                   scheduler_defaults)
-from vramguard.core.rules_changes import FLAG_RELEASES
+from vramguard.core.rules_changes import FLAG_RELEASES, SPELLING_RELEASES
 from vramguard.core.settings import Settings
 from vramguard.errors import UsageError
 
@@ -998,3 +998,36 @@ def test_device_memory_utilization_from_031():
     assert e.value.what == ("vllm serve: error: unrecognized arguments: "
                             "--device-memory-utilization 0.8")
     assert "write it --gpu-memory-utilization" in e.value.fix
+
+
+@pytest.mark.parametrize("flag", sorted(SPELLING_RELEASES))
+def test_every_spelling_by_release(flag):
+    """Each flag of SPELLING_RELEASES: argparse's refusal just outside its releases, with
+    what to write instead; accepted at its first and last release (the value as typed)."""
+    from vramguard.core.arch_registry import EXAMINED as EXAMINED_VERSIONS
+    first, last = SPELLING_RELEASES[flag]
+    value = {"-O": "-O3", "--speculative-config": SPEC_JSON}.get(flag, "3")
+    given = Settings(max_model_len=4096, flag_spellings=((flag, value),))
+    g = lookup_gpu("H100")
+    releases = [v for v in EXAMINED_VERSIONS if parse_version(v) >= (0, 4, 0)]
+    before = [v for v in releases if parse_version(v) < parse_version(first)]
+    after = [v for v in releases if last and parse_version(v) > parse_version(last)]
+    for version in before[-1:] + after[:1]:
+        with pytest.raises(UsageError) as e:
+            plan(dense(), given, g, vllm_version=version)
+        shown = value if flag == "-O" else f"{flag} {value}"
+        assert e.value.what == f"vllm serve: error: unrecognized arguments: {shown}"
+        assert e.value.where == flag
+        assert e.value.fix.startswith(f"vLLM {version} has no such flag (")
+        assert len(e.value.fix.split(": ", 1)[1]) > 10          # what to write instead
+    for version in (v for v in (first, last) if v and v in releases):
+        try:
+            plan(dense(), given, g, vllm_version=version)
+        except UsageError as e:          # another check may refuse, never argparse
+            assert "unrecognized arguments" not in e.what, version
+
+
+def test_compilation_spellings_are_recorded_as_typed():
+    from vramguard.sources.vllm_args import parse_vllm_command
+    s = parse_vllm_command("vllm serve m -O3 -cc.mode=3 --optimization-level 2").settings
+    assert s.flag_spellings == (("-O", "-O3"), ("-cc", "3"), ("--optimization-level", "2"))

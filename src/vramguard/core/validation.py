@@ -366,6 +366,15 @@ def _check_override_flags(s: Settings, version: str) -> None:
         raise _unrecognized(flag, value, fix)
 
 
+# NOTE: what to write instead, for the flags of SPELLING_RELEASES other than the speculative
+_SPELLING_FIX = {"--device-memory-utilization": "write it --gpu-memory-utilization",
+                 "--optimization-level": "before 0.12 -O N is the compilation level "
+                                         "(--compilation-config '{\"level\": N}')",
+                 "-cc": "write it --compilation-config",
+                 "--compilation-config": "this release has no compilation config "
+                                         "(its CUDA graphs: --enforce-eager turns them off)",
+                 "-O": "this release has no compilation config (its CUDA graphs: "
+                       "--enforce-eager turns them off)"}
 # NOTE: what each spelling of the speculative flags is in the other spellings
 _SPEC_KEYS = {"--spec-method": "method", "--spec-model": "model",
               "--spec-tokens": "num_speculative_tokens", "--speculative-model": "model",
@@ -379,10 +388,11 @@ def _check_flag_spellings(s: Settings, version: str) -> None:
     for flag, value in s.flag_spellings:
         releases = _outside(version, *SPELLING_RELEASES[flag])
         if releases is not None:
-            fix = ("write it --gpu-memory-utilization" if flag == "--device-memory-utilization"
-                   else _speculative_fix(flag, version))
-            raise _unrecognized(flag, value, f"vLLM {version} has no such flag ({releases})"
-                                f": {fix}")
+            fix = _SPELLING_FIX.get(flag) or _speculative_fix(flag, version)
+            # NOTE: -O's value is its whole argv, as typed (-O3, -O 3, -O.level=3)
+            shown = (value, "") if flag == "-O" else (flag, value)
+            raise UsageError(_unrecognized(*shown, "").what, where=flag,
+                             fix=f"vLLM {version} has no such flag ({releases}): {fix}")
     given = {flag for flag, _ in s.flag_spellings}
     in_json: set[str] = set()
     for flag, value in s.flag_spellings:

@@ -105,9 +105,6 @@ class _Scan:
         """Record `flag` (a FLAGS key) set to `value`."""
         changes = convert_value(flag, value, self.notes)
         self.changes.update(changes)
-        if flag in SPELLING_RELEASES:
-            text = value if isinstance(value, str) else json.dumps(value)
-            self.spelling_args.append((flag, text))
         if FLAGS[flag].kind == COMPILE:
             self.user_set.update(changes)     # NOTE: one JSON sets several fields
         else:
@@ -127,10 +124,12 @@ class _Scan:
                 self.positionals.append(tok)
                 continue
             name, eq, inline = tok.partition("=")
+            typed = name.split(".", 1)[0]       # NOTE: the spelling, for SPELLING_RELEASES
             if tok.startswith("-O") and not tok.startswith("--"):
                 start = i - 1
                 i = self._opt(tok, tokens, i)
                 self.spans.append((start, i, "-O"))
+                self._spelled("-O", tokens, start, i)
                 continue
             if name.startswith("-cc."):
                 name = "--compilation-config" + name[3:]     # NOTE: dotted short alias
@@ -156,6 +155,21 @@ class _Scan:
             self.spans.append((start, i, _base_flag(flag)))
             if len(self.ignored) > accepted:
                 self.passthrough.extend(tokens[start:i])
+            self._spelled(typed if typed in SPELLING_RELEASES else flag, tokens, start, i)
+
+    def _spelled(self, flag: str, tokens: list[str], start: int, end: int) -> None:
+        """Record a flag whose spelling depends on the release (`SPELLING_RELEASES`) with its
+        value as typed (Settings.flag_spellings)."""
+        if flag not in SPELLING_RELEASES:
+            return
+        tok = tokens[start]
+        if flag == "-O":
+            text = " ".join(tokens[start:end])      # NOTE: as typed: -O3, -O 3, -O.level=3
+        elif "=" in tok:
+            text = tok.partition("=")[2]
+        else:
+            text = " ".join(tokens[start + 1:end])
+        self.spelling_args.append((flag, text))
 
     def _is_negated(self, flag: str) -> bool:
         if not flag.startswith("--no-"):
