@@ -376,6 +376,16 @@ def test_config_flags_the_release_does_not_have(flag, value, version, fix):
         assert plan(dense(), s, lookup_gpu("H100"), vllm_version=ok).outcome.ok
 
 
+def around(first: str, last: str | None) -> tuple[list[str], list[str]]:
+    """(the examined releases just before `first` and just after `last`, `first` and `last`
+    where examined)."""
+    from vramguard.core.arch_registry import EXAMINED as EXAMINED_VERSIONS
+    releases = [v for v in EXAMINED_VERSIONS if parse_version(v) >= (0, 4, 0)]
+    before = [v for v in releases if parse_version(v) < parse_version(first)]
+    after = [v for v in releases if last and parse_version(v) > parse_version(last)]
+    return before[-1:] + after[:1], [v for v in (first, last) if v and v in releases]
+
+
 @pytest.mark.parametrize("name, value, first, last", [
     (name, value, first, last)
     for name, value in (("swap_space", 4.0), ("cpu_offload_gb", 2.0),
@@ -388,21 +398,17 @@ def test_config_flags_the_release_does_not_have(flag, value, version, fix):
 def test_flags_by_release(name, value, first, last):
     """A flag outside the releases whose argparse has it: "unrecognized arguments" before
     anything else; at the first and last release it is accepted."""
-    from vramguard.core.arch_registry import EXAMINED as EXAMINED_VERSIONS
     flag = FLAG_RELEASES[name][0]
     g = lookup_gpu("H100")
     given = Settings(max_model_len=4096, **{name: value}, user_set=frozenset({name}))
-    releases = [v for v in EXAMINED_VERSIONS if parse_version(v) >= (0, 4, 0)]
-    before = [v for v in releases if parse_version(v) < parse_version(first)]
-    after = [v for v in releases if last and parse_version(v) > parse_version(last)]
-    for version in before[-1:] + after[:1]:
+    outside, inside = around(first, last)
+    for version in outside:
         with pytest.raises(UsageError) as e:
             plan(dense(), given, g, vllm_version=version)
         shown = ("" if value is True else f" {value:g}" if isinstance(value, float)
                  else " " + " ".join(value) if isinstance(value, tuple) else f" {value}")
         assert e.value.what == f"vllm serve: error: unrecognized arguments: {flag}{shown}"
         assert e.value.where == flag and f"vLLM {version} has no such flag" in e.value.fix
-    inside = [v for v in (first, last) if v and v in releases and v not in ("0.4.0",)]
     for version in inside:
         try:
             plan(dense(), given, g, vllm_version=version)
@@ -1004,15 +1010,12 @@ def test_device_memory_utilization_from_031():
 def test_every_spelling_by_release(flag):
     """Each flag of SPELLING_RELEASES: argparse's refusal just outside its releases, with
     what to write instead; accepted at its first and last release (the value as typed)."""
-    from vramguard.core.arch_registry import EXAMINED as EXAMINED_VERSIONS
     first, last = SPELLING_RELEASES[flag]
     value = {"-O": "-O3", "--speculative-config": SPEC_JSON}.get(flag, "3")
     given = Settings(max_model_len=4096, flag_spellings=((flag, value),))
     g = lookup_gpu("H100")
-    releases = [v for v in EXAMINED_VERSIONS if parse_version(v) >= (0, 4, 0)]
-    before = [v for v in releases if parse_version(v) < parse_version(first)]
-    after = [v for v in releases if last and parse_version(v) > parse_version(last)]
-    for version in before[-1:] + after[:1]:
+    outside, inside = around(first, last)
+    for version in outside:
         with pytest.raises(UsageError) as e:
             plan(dense(), given, g, vllm_version=version)
         shown = value if flag == "-O" else f"{flag} {value}"
@@ -1020,7 +1023,7 @@ def test_every_spelling_by_release(flag):
         assert e.value.where == flag
         assert e.value.fix.startswith(f"vLLM {version} has no such flag (")
         assert len(e.value.fix.split(": ", 1)[1]) > 10          # what to write instead
-    for version in (v for v in (first, last) if v and v in releases):
+    for version in inside:
         try:
             plan(dense(), given, g, vllm_version=version)
         except UsageError as e:          # another check may refuse, never argparse

@@ -199,16 +199,16 @@ def attention_runs(spec: ModelSpec, layer_range):
                    lambda: _kv.attention_runs(spec, layer_range))
 
 
-def _lookup_rules(table: dict, rules, key, compute):
-    """Like `_lookup` with a version row in the key by identity (hashing a VllmRules row
-    hashes every field): the row is stored with the value and checked on a hit."""
-    full = (id(rules), key)
+def _lookup_by_id(table: dict, obj, key, compute):
+    """Like `_lookup` with `obj` in the key by identity (hashing a VllmRules row or a GpuSpec
+    hashes every field): the object is stored with the value and checked on a hit."""
+    full = (id(obj), key)
     hit = table.get(full)
-    if hit is not None and hit[0] is rules:
+    if hit is not None and hit[0] is obj:
         return hit[1]
     stats["misses"] += 1
     value = compute()
-    table[full] = (rules, value)
+    table[full] = (obj, value)
     return value
 
 
@@ -235,7 +235,7 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):
         return _kv.layout_shape(spec, settings, rules, layer_range, **kw)
     key = (_layout_key(settings), tuple(layer_range), tuple(sorted(kw.items())))
     # NOTE: the runs are a function of the model and the range (both in the key).
-    return _lookup_rules(_table(spec, "layout"), rules, key,
+    return _lookup_by_id(_table(spec, "layout"), rules, key,
                          lambda: _kv.layout_shape(spec, settings, rules, layer_range,
                                                   runs=attention_runs(spec, layer_range), **kw))
 
@@ -257,7 +257,7 @@ def derived_max_model_len(spec: ModelSpec, rules, disable_sliding_window: bool =
         return _maxlen.derive_max_model_len(spec, rules,
                                             disable_sliding_window=disable_sliding_window,
                                             sliding_window=sliding_window)
-    return _lookup_rules(_table(spec, "maxlen"), rules, (disable_sliding_window, sliding_window),
+    return _lookup_by_id(_table(spec, "maxlen"), rules, (disable_sliding_window, sliding_window),
                          lambda: _maxlen.derive_max_model_len(
                              spec, rules, disable_sliding_window=disable_sliding_window,
                              sliding_window=sliding_window))
@@ -322,16 +322,8 @@ def family(spec: ModelSpec, settings: Settings, gpu, version: str, engine, env, 
     writes to it."""
     if not _enabled:
         return build()
-    key = (version, engine, id(gpu), tuple(sorted(env.items())) if env else None,
-           _stage_key(settings))
-    table = _table(spec, "family")
-    hit = table.get(key)
-    if hit is not None and hit[0] is gpu:
-        return hit[1]
-    stats["misses"] += 1
-    value = build()
-    table[key] = (gpu, value)
-    return value
+    key = (version, engine, tuple(sorted(env.items())) if env else None, _stage_key(settings))
+    return _lookup_by_id(_table(spec, "family"), gpu, key, build)
 
 
 def family_terms(cache: dict, spec: ModelSpec, settings: Settings, rules, gpu, device: str,
@@ -382,7 +374,7 @@ def scheduler_defaults(rules, gpu_name: str, total_gib: float, *, entrypoint: st
                                          device=device, world_size=world_size)
     if len(_sched) >= MAX_ENTRIES_PER_TABLE:
         _sched.clear()
-    return _lookup_rules(_sched, rules, (gpu_name, total_gib, entrypoint, device, world_size),
+    return _lookup_by_id(_sched, rules, (gpu_name, total_gib, entrypoint, device, world_size),
                          lambda: _rules.scheduler_defaults(rules, gpu_name, total_gib,
                                                            entrypoint=entrypoint, device=device,
                                                            world_size=world_size))
