@@ -386,6 +386,26 @@ def around(first: str, last: str | None) -> tuple[list[str], list[str]]:
     return before[-1:] + after[:1], [v for v in (first, last) if v and v in releases]
 
 
+def refused_around(given: Settings, flag: str, shown: str, first: str, last: str | None):
+    """`given` is refused with argparse's "unrecognized arguments: `shown`" just outside
+    [first, last] and not by argparse at `first` and `last`; [(release, fix)] of the refusals."""
+    g = lookup_gpu("H100")
+    outside, inside = around(first, last)
+    fixes = []
+    for version in outside:
+        with pytest.raises(UsageError) as e:
+            plan(dense(), given, g, vllm_version=version)
+        assert e.value.what == f"vllm serve: error: unrecognized arguments: {shown}"
+        assert e.value.where == flag and f"vLLM {version} has no such flag" in e.value.fix
+        fixes.append((version, e.value.fix))
+    for version in inside:
+        try:
+            plan(dense(), given, g, vllm_version=version)
+        except UsageError as e:          # another check may refuse, never argparse
+            assert "unrecognized arguments" not in e.what, version
+    return fixes
+
+
 @pytest.mark.parametrize("name, value, first, last", [
     (name, value, first, last)
     for name, value in (("swap_space", 4.0), ("cpu_offload_gb", 2.0),
@@ -399,21 +419,10 @@ def test_flags_by_release(name, value, first, last):
     """A flag outside the releases whose argparse has it: "unrecognized arguments" before
     anything else; at the first and last release it is accepted."""
     flag = FLAG_RELEASES[name][0]
-    g = lookup_gpu("H100")
     given = Settings(max_model_len=4096, **{name: value}, user_set=frozenset({name}))
-    outside, inside = around(first, last)
-    for version in outside:
-        with pytest.raises(UsageError) as e:
-            plan(dense(), given, g, vllm_version=version)
-        shown = ("" if value is True else f" {value:g}" if isinstance(value, float)
-                 else " " + " ".join(value) if isinstance(value, tuple) else f" {value}")
-        assert e.value.what == f"vllm serve: error: unrecognized arguments: {flag}{shown}"
-        assert e.value.where == flag and f"vLLM {version} has no such flag" in e.value.fix
-    for version in inside:
-        try:
-            plan(dense(), given, g, vllm_version=version)
-        except UsageError as e:          # another check may refuse, never argparse
-            assert "unrecognized arguments" not in e.what, version
+    shown = ("" if value is True else f" {value:g}" if isinstance(value, float)
+             else " " + " ".join(value) if isinstance(value, tuple) else f" {value}")
+    refused_around(given, flag, flag + shown, first, last)
 
 
 def test_flag_check_reads_the_launch():
@@ -1013,21 +1022,10 @@ def test_every_spelling_by_release(flag):
     first, last = SPELLING_RELEASES[flag]
     value = {"-O": "-O3", "--speculative-config": SPEC_JSON}.get(flag, "3")
     given = Settings(max_model_len=4096, flag_spellings=((flag, value),))
-    g = lookup_gpu("H100")
-    outside, inside = around(first, last)
-    for version in outside:
-        with pytest.raises(UsageError) as e:
-            plan(dense(), given, g, vllm_version=version)
-        shown = value if flag == "-O" else f"{flag} {value}"
-        assert e.value.what == f"vllm serve: error: unrecognized arguments: {shown}"
-        assert e.value.where == flag
-        assert e.value.fix.startswith(f"vLLM {version} has no such flag (")
-        assert len(e.value.fix.split(": ", 1)[1]) > 10          # what to write instead
-    for version in inside:
-        try:
-            plan(dense(), given, g, vllm_version=version)
-        except UsageError as e:          # another check may refuse, never argparse
-            assert "unrecognized arguments" not in e.what, version
+    shown = value if flag == "-O" else f"{flag} {value}"
+    for version, fix in refused_around(given, flag, shown, first, last):
+        assert fix.startswith(f"vLLM {version} has no such flag (")
+        assert len(fix.split(": ", 1)[1]) > 10          # what to write instead
 
 
 def test_compilation_spellings_are_recorded_as_typed():
