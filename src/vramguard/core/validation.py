@@ -274,10 +274,12 @@ def _check_block_size(block: int, rules: VllmRules, version: str) -> None:
                          fix="Use a positive multiple of 16")
 
 
-def _unrecognized(flag: str, value: object, fix: str) -> UsageError:
-    """argparse's error for a flag the release does not have."""
-    text = f"vllm serve: error: unrecognized arguments: {flag} {value}".rstrip()
-    return UsageError(text, where=flag, fix=fix)
+def _unrecognized(flag: str, value: object, fix: str, typed: str | None = None) -> UsageError:
+    """argparse's error for a flag the release does not have (`typed`: the words as typed,
+    when they are not "flag value")."""
+    words = typed if typed is not None else f"{flag} {value}"
+    return UsageError(f"vllm serve: error: unrecognized arguments: {words}".rstrip(),
+                      where=flag, fix=fix)
 
 
 # NOTE: what to do instead, where a flag went away
@@ -390,9 +392,8 @@ def _check_flag_spellings(s: Settings, version: str) -> None:
         if releases is not None:
             fix = _SPELLING_FIX.get(flag) or _speculative_fix(flag, version)
             # NOTE: -O's value is its whole argv, as typed (-O3, -O 3, -O.level=3)
-            shown = (value, "") if flag == "-O" else (flag, value)
-            raise UsageError(_unrecognized(*shown, "").what, where=flag,
-                             fix=f"vLLM {version} has no such flag ({releases}): {fix}")
+            raise _unrecognized(flag, value, f"vLLM {version} has no such flag ({releases}): "
+                                f"{fix}", typed=value if flag == "-O" else None)
     given = {flag for flag, _ in s.flag_spellings}
     in_json: set[str] = set()
     for flag, value in s.flag_spellings:
