@@ -333,6 +333,8 @@ INT8_W = {"num_bits": 8, "type": "int", "strategy": "channel"}
     (_ct(INT4_W, targets=("re:.*mlp.experts.*",)), ()),           # experts: the MoE method
     (_ct(INT4_W, ignore=["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
                          "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]), ()),   # experts only
+    (_ct(INT4_W, ignore=["lm_head", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"]),
+     ("WNA16",)),                                                # attention still quantized
 ])
 def test_compressed_tensors_linear_schemes(config, qc, schemes):
     """The scheme vLLM picks for a config group that quantizes Linear layers (the GPU checks

@@ -212,9 +212,8 @@ def _compressed_tensors(qc: dict, skip: tuple[str, ...]) -> QuantSpec:
     if isinstance(kv, dict):
         kv_bits = _num(kv, "num_bits")
         kv_scheme = "fp8" if kv_bits == 8 else (f"{int(kv_bits)}bit" if kv_bits else None)
-    if split.get("linear_bytes_per_param") == 2.0 and split.get("attention_bytes_per_param",
-                                                                2.0) == 2.0:
-        schemes = []        # NOTE: experts only (the Linear layers are all ignored)
+    if split.get("linear_bytes_per_param") == split.get("attention_bytes_per_param") == 2.0:
+        schemes = []        # NOTE: experts only (attention and dense MLPs ignored)
     return QuantSpec(method="compressed-tensors", bits=bits,
                      group_size=int(group) if group and group > 0 else None,
                      unquantized_modules=skip, kv_cache_scheme=kv_scheme,

@@ -229,8 +229,7 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
         changes["config_overrides"] = settings.config_overrides + tuple(scan.override_args)
         user_set.add("config_overrides")
     if scan.spelling_args:
-        changes["flag_spellings"] = (settings.flag_spellings
-                                        + tuple(scan.spelling_args))
+        changes["flag_spellings"] = settings.flag_spellings + tuple(scan.spelling_args)
         user_set.add("flag_spellings")
     if model is not None:
         changes["model"] = model
