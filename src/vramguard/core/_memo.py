@@ -45,8 +45,8 @@ MAX_ENTRIES_PER_TABLE = 4096   # per model and table; cleared when full
 # NOTE: only flags a search varies are left out; tests/core/test_tuner_memo.py varies every
 # field and compares with fresh plans, so a wrapped function that starts reading one fails.
 SEARCHED = frozenset({"gpu_memory_utilization", "max_model_len", "max_model_len_auto",
-                       "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes",
-                       "num_gpu_blocks_override", "user_set", "model"})
+                      "max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes",
+                      "num_gpu_blocks_override", "user_set", "model"})
 # NOTE: the CUDA-graph flags (stage_terms.cudagraph_mode, the capture sizes) feed the graph
 # and non-torch terms only (--performance-mode also the scheduler defaults).
 _GRAPH_FLAGS = frozenset({"enforce_eager", "optimization_level", "compilation_mode",
@@ -60,10 +60,11 @@ _NOT_READ_WEIGHTS = SEARCHED | _GRAPH_FLAGS | {
 # arguments (the Mamba dtype flags it reads from Settings: in the key), and PP only through
 # the in-flight tokens (applied per call).
 _NOT_READ_LAYOUT = SEARCHED | _GRAPH_FLAGS | {"cpu_offload_gb", "enable_lora", "max_loras",
-                                "max_lora_rank", "quantization", "dtype", "kv_cache_dtype",
-                                "pipeline_parallel_size", "language_model_only",
-                                "skip_mm_profiling", "async_scheduling",
-                                "mm_ipc_gpu_memory_gb", "flag_spellings"}
+                                               "max_lora_rank", "quantization", "dtype",
+                                               "kv_cache_dtype", "pipeline_parallel_size",
+                                               "language_model_only", "skip_mm_profiling",
+                                               "async_scheduling", "mm_ipc_gpu_memory_gb",
+                                               "flag_spellings"}
 
 # NOTE: the planner's family (checks, fixed inputs, per-stage terms) never reads the searched
 # flags: their checks (`validation.validate_searched`) and `effective.resolve_settings` run

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.rules_changes import SPELLING_RELEASES
 from ..errors import UsageError
 from .vllm_flags import BOOL, FLAGS, TRIBOOL
 
@@ -131,8 +130,9 @@ def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
 # Writing a line back
 # ---------------------------------------------------------------------------------------
 # NOTE: written together, in the release's spelling (`_speculative_args`)
-_SPECULATIVE = frozenset(SPELLING_RELEASES) - {"--device-memory-utilization"}
 _SPEC_SHORT = frozenset({"--spec-method", "--spec-model", "--spec-tokens"})
+_SPECULATIVE = _SPEC_SHORT | {"--speculative-config", "--speculative-model",
+                              "--num-speculative-tokens"}
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in _SPECULATIVE
                  and flag not in ("--compilation-config", "--device-memory-utilization")}
