@@ -103,3 +103,25 @@ def test_a_model_vllm_rejects_gets_one_sentence_and_the_fix(capsys):
     assert error.startswith("User-specified max_model_len (4096) is greater than the derived")
     assert error.endswith("Use --max-model-len 2048 or less")
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in error      # the rest is in `vramguard plan`
+
+
+def test_a_gpu_that_refuses_the_model_is_its_own_cell(capsys):
+    """vLLM refuses an FP8-dynamic checkpoint on a V100 and (0.11) a T4: those cells say so
+    (the reason in a note), the bytes come from the first GPU that runs it, the row stays."""
+    argv = ("--models", "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "--gpus",
+            "V100-32GB,T4,A100-80GB", "--max-model-len", "4096", "--concurrency", "8",
+            "--vllm-version", "0.11.0", "--offline")
+    rc, out, err = run(capsys, *argv, "--format", "json")
+    assert rc == 0, err
+    row = json.loads(out)["rows"][0]
+    assert row["error"] is None and row["bytes_gpu"] == "A100-80GB"
+    fits = {f["gpu"]: f for f in row["fits"]}
+    assert fits["V100-32GB"]["refused"].startswith(
+        "('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. '")
+    assert "vLLM 0.16.0 and newer can" in fits["T4"]["refused"]
+    assert fits["A100-80GB"]["refused"] is None and fits["A100-80GB"]["tensor_parallel_size"]
+    rc, out, err = run(capsys, *argv)
+    assert "(on A100-80GB)" in out and out.count("no (refused: note)") == 2
+    assert "Note: RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic on T4: vLLM refuses it:" in out
+    rc, out, err = run(capsys, *argv[:3], "V100-32GB", *argv[4:], "--format", "json")
+    assert json.loads(out)["rows"][0]["error"].startswith("('Quantization scheme")

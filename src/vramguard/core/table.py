@@ -70,12 +70,13 @@ class GpuFit:
     max_concurrency: float | None           # at that TP (the planner's)
     failure: str | None = None              # the planner's failure at TP=1, if any
     tried: tuple[tuple[int, bool, float | None, str | None], ...] = ()   # (tp, fits, conc, failure)
+    refused: str | None = None              # vLLM refuses the model on this GPU at every TP
 
     def to_dict(self) -> dict:
         return {"gpu": self.gpu, "tensor_parallel_size": self.tensor_parallel_size,
                 "max_concurrency": None if self.max_concurrency is None
                 else round(self.max_concurrency, 2),
-                "failure_at_tp1": self.failure,
+                "failure_at_tp1": self.failure, "refused": self.refused,
                 "tried": [{"tensor_parallel_size": t, "fits": f,
                            "max_concurrency": None if c is None else round(c, 2),
                            "failure": x} for t, f, c, x in self.tried]}
@@ -100,12 +101,15 @@ class TableRow:
     fits: tuple[GpuFit, ...] = ()
     error: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    bytes_gpu: str = ""           # the GPU whose TP=1 ledger gave the bytes (the first that
+                                  # vLLM does not refuse the model on)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in (
             "label", "model", "num_params", "weights_bytes", "kv_bytes_per_token",
             "kv_per_sequence_bytes", "kv_concurrent_bytes", "activation_bytes",
-            "non_torch_bytes", "cuda_graph_bytes", "context_bytes", "total_bytes", "error")}
+            "non_torch_bytes", "cuda_graph_bytes", "context_bytes", "total_bytes", "error",
+            "bytes_gpu")}
         d["fits"] = [f.to_dict() for f in self.fits]
         d["notes"] = list(self.notes)
         return d
@@ -143,6 +147,7 @@ def _gpu_fit(req: TableRequest, spec: ModelSpec, gpu: GpuSpec) -> GpuFit:
     heads = spec.num_attention_heads or 1
     tried = []
     first_failure = None
+    refusals: set[str] = set()
     for tp in TP_SIZES:
         if heads % tp:
             continue
@@ -150,6 +155,7 @@ def _gpu_fit(req: TableRequest, spec: ModelSpec, gpu: GpuSpec) -> GpuFit:
             p = plan_startup(spec, _settings(req, tp), gpu, vllm_version=req.vllm_version)
         except UsageError as exc:
             tried.append((tp, False, None, exc.what[:80]))
+            refusals.add(cell_text(exc))
             continue
         ok = _fits(p, req.concurrency)
         conc = p.kv.max_concurrency if p.kv else None
@@ -159,26 +165,45 @@ def _gpu_fit(req: TableRequest, spec: ModelSpec, gpu: GpuSpec) -> GpuFit:
         tried.append((tp, ok, conc, failure))
         if ok:
             return GpuFit(gpu.name, tp, conc, first_failure, tuple(tried))
-    return GpuFit(gpu.name, None, None, first_failure, tuple(tried))
+    # NOTE: refused at every TP tried, and for one reason: the model on this GPU (a
+    # quantization this GPU cannot run, bfloat16 on an old GPU), not a size
+    refused = refusals.pop() if len(refusals) == 1 and all(not ok and c is None
+                                                           for _, ok, c, _ in tried) else None
+    return GpuFit(gpu.name, None, None, first_failure, tuple(tried), refused)
 
 
-def _cell_text(exc: UsageError) -> str:
+def cell_text(exc: UsageError) -> str:
     """vLLM's validation messages run to several sentences: the first one and the fix fit
-    a table cell (`vramguard plan` prints the whole message)."""
-    first = exc.what.split(". ")[0].rstrip(".")
+    a table cell (`vramguard plan` prints the whole message). A message vLLM raised with
+    several arguments prints as a tuple: kept whole."""
+    what = exc.what
+    first = what[:what.index("')") + 2] if what.startswith("('") and "')" in what else \
+        what.split(". ")[0].rstrip(".")
     return f"{first}. {exc.fix}" if exc.fix else first
 
 
+def _bytes_plan(req: TableRequest, spec: ModelSpec) -> tuple[Plan, GpuSpec]:
+    """The TP=1 plan of the first GPU that vLLM does not refuse the model on (the first
+    GPU's refusal when every one does)."""
+    first = None
+    for gpu in req.gpus:
+        try:
+            return plan_startup(spec, _settings(req, 1), gpu, vllm_version=req.vllm_version), gpu
+        except UsageError as exc:
+            first = first or exc
+    raise first
+
+
 def table_row(req: TableRequest, label: str, spec: ModelSpec) -> TableRow:
-    """One row: the TP=1 ledger on the first GPU (the bytes), then the fit per GPU."""
-    gpu = req.gpus[0]
+    """One row: the TP=1 ledger on the first GPU vLLM runs the model on (the bytes), then
+    the fit per GPU."""
     try:
-        p = plan_startup(spec, _settings(req, 1), gpu, vllm_version=req.vllm_version)
+        p, gpu = _bytes_plan(req, spec)
     except UsageError as exc:
         return TableRow(label, spec.name, spec.num_params(), 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                        error=_cell_text(exc))
+                        error=cell_text(exc))
     t = p.tightest
-    kv = p.kv if p.kv is not None else _kv_layout_plan(req, spec, p)
+    kv = p.kv if p.kv is not None else _kv_layout_plan(req, spec, p, gpu)
     per_seq = kv.blocks_per_request * kv.page_size_bytes if kv else 0
     conc_bytes = per_seq * req.concurrency
     context = t.total.value_bytes - t.free_at_start.value_bytes
@@ -192,21 +217,21 @@ def table_row(req: TableRequest, label: str, spec: ModelSpec) -> TableRow:
     return TableRow(label, spec.name, spec.num_params(), t.weights.value_bytes,
                     kv.bytes_per_token if kv else t.kv_bytes_per_token, per_seq, conc_bytes,
                     t.activation.value_bytes, t.non_torch.value_bytes, t.cuda_graph.value_bytes,
-                    context, total, fits, None, notes)
+                    context, total, fits, None, notes, gpu.name)
 
 
-def _kv_layout_plan(req: TableRequest, spec: ModelSpec, failed: Plan):
+def _kv_layout_plan(req: TableRequest, spec: ModelSpec, failed: Plan, on: GpuSpec):
     """The KV capacity facts (bytes/token, blocks per request) when the model does not
-    start at TP=1 on the first GPU: the same plan on a copy of that GPU with room for
-    the weights, batched tokens pinned to what the real plan resolved (same activation)."""
+    start at TP=1 on the GPU `on`: the same plan on a copy of that GPU with room for the
+    weights, batched tokens pinned to what the real plan resolved (same activation)."""
     from dataclasses import replace
     s = _settings(req, 1)
     tokens = failed.settings.get("max_num_batched_tokens")
     if tokens:
         s = replace(s, max_num_batched_tokens=int(tokens),
                     user_set=s.user_set | {"max_num_batched_tokens"})
-    big = max(req.gpus[0].total_bytes * 16, 2 * failed.tightest.weights.value_bytes + (64 << 30))
-    gpu = replace(req.gpus[0], total_bytes=big)
+    big = max(on.total_bytes * 16, 2 * failed.tightest.weights.value_bytes + (64 << 30))
+    gpu = replace(on, total_bytes=big)
     try:
         return plan_startup(spec, s, gpu, vllm_version=req.vllm_version).kv
     except UsageError:

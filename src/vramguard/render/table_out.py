@@ -26,6 +26,8 @@ def _params(n: int) -> str:
 
 
 def _fit_cell(fit) -> str:
+    if fit.refused:
+        return "no (refused: note)"
     if fit.tensor_parallel_size is None:
         return "no (TP ≤ 8)"
     return f"TP{fit.tensor_parallel_size} ({fit.max_concurrency:,.0f}x)"
@@ -47,9 +49,11 @@ def markdown(rows: tuple[TableRow, ...], req: TableRequest) -> str:
             lines.append("| " + " | ".join([_name(r), _params(r.num_params)]
                                           + [f"error: {r.error}"] + [""] * (len(head) - 3)) + " |")
             continue
+        total = _size(r.total_bytes) + (f" (on {r.bytes_gpu})" if r.bytes_gpu
+                                         and r.bytes_gpu != gpus[0] else "")
         cells = [_name(r), _params(r.num_params), _size(r.weights_bytes),
                  _size(r.kv_bytes_per_token), _size(r.kv_per_sequence_bytes),
-                 _size(r.kv_concurrent_bytes), _size(r.total_bytes)]
+                 _size(r.kv_concurrent_bytes), total]
         cells += [_fit_cell(f) for f in r.fits]
         lines.append("| " + " | ".join(cells) + " |")
     dtype = req.kv_cache_dtype if req.kv_cache_dtype != "auto" else "model dtype"
@@ -65,12 +69,15 @@ def markdown(rows: tuple[TableRow, ...], req: TableRequest) -> str:
               "not."]
     notes = sorted({n for r in rows for n in r.notes})
     lines += [f"Note: {n}." for n in notes]
+    lines += [f"Note: {r.model} on {f.gpu}: vLLM refuses it: {f.refused}"
+              for r in rows for f in r.fits if f.refused]
     return "\n".join(lines) + "\n"
 
 
 CSV_FIELDS = ("label", "model", "num_params", "weights_bytes", "kv_bytes_per_token",
               "kv_per_sequence_bytes", "kv_concurrent_bytes", "activation_bytes",
-              "non_torch_bytes", "cuda_graph_bytes", "context_bytes", "total_bytes", "error")
+              "non_torch_bytes", "cuda_graph_bytes", "context_bytes", "total_bytes", "error",
+              "bytes_gpu")
 
 
 def csv_text(rows: tuple[TableRow, ...], req: TableRequest) -> str:
