@@ -13,6 +13,8 @@ import json
 from . import _memo
 from . import messages as msg
 from .arch_registry import EXAMINED
+from .engine_flags import ENGINE_FLAGS
+from .engine_flags import EXAMINED as ENGINE_EXAMINED
 from .arch_support import (first_release_for, native_releases, not_native,
                            quant_method_last_release, quant_method_refusal, quant_method_releases,
                            quant_min_capability, rocm_refuses)
@@ -24,9 +26,9 @@ from .quant_schemes import first_release_running, scheme_refusal
 from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES, SPELLING_RELEASES
 from .settings import Settings
 
-__all__ = ["validate", "validate_searched", "check_backend_block_size", "check_quant_method",
-           "check_rocm_quant", "check_quant_capability", "check_quant_schemes",
-           "check_dtype_capability", "bf16_refused"]
+__all__ = ["validate", "validate_searched", "check_engine_flags", "check_backend_block_size",
+           "check_quant_method", "check_rocm_quant", "check_quant_capability",
+           "check_quant_schemes", "check_dtype_capability", "bf16_refused"]
 
 
 # NOTE: host memory figures beyond any machine (and beyond exact `int(x * GIB)`) are input
@@ -284,6 +286,8 @@ def _unrecognized(flag: str, value: object, fix: str, typed: str | None = None) 
 
 # NOTE: what to do instead, where a flag went away
 _GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping",
+             "--disable-log-requests": "drop it: requests are not logged by default "
+                                       "(--enable-log-requests logs them)",
              "--enable-multimodal-encoder-data-parallel": "use --mm-encoder-tp-mode data"}
 # NOTE: what an earlier release spells instead
 _EARLIER_FIX = {"--mm-encoder-tp-mode":
@@ -319,6 +323,36 @@ def _check_flag_releases(s: Settings, version: str) -> None:
         elif flag in _EARLIER_FIX:
             fix += f"; {_EARLIER_FIX[flag]}"
         raise _unrecognized(flag, _argv_text(getattr(s, name)), fix)
+
+
+def check_engine_flags(args: tuple[tuple[str, str], ...], version: str | None,
+                       entrypoint: str = "serve") -> None:
+    """The launch's engine flags that vramguard reads but does not model ((flag, words as
+    typed): `VllmCommand.ignored_args`) as the release's argparse has them
+    (`engine_flags.ENGINE_FLAGS`, from every release's arg_utils.py): "unrecognized
+    arguments" outside their releases. A release newer than the examined ones is judged as
+    the newest; development builds and releases before the oldest are not judged, nor the
+    LLM class (`entrypoint` "llm": no argparse)."""
+    version = version or ENGINE_EXAMINED[-1]
+    if not args or entrypoint != "serve" or _is_dev_build(version) or parse_version(version) < parse_version(
+            ENGINE_EXAMINED[0]):
+        return
+    v = min(parse_version(version), parse_version(ENGINE_EXAMINED[-1]))
+    for flag, typed in args:
+        spans = ENGINE_FLAGS.get(flag)
+        if spans is None or any(_in_span(v, span) for span in spans.split(",")):
+            continue
+        first = spans.split(",")[0].split("-")[0]
+        fix = f"vLLM {version} has no such flag ({spans.replace('-,', ' on,').rstrip('-')}"
+        fix += " on)" if spans.endswith("-") else ")"
+        fix += (f": {_GONE_FIX.get(flag, 'drop it')}" if v > parse_version(first)
+                else ": drop it") + "; or plan with the --vllm-version you run"
+        raise _unrecognized(flag, "", fix, typed=typed)
+
+
+def _in_span(v: tuple, span: str) -> bool:
+    first, _, last = span.partition("-")
+    return parse_version(first) <= v and (not last or v <= parse_version(last))
 
 
 def last_release_with_flags(s: Settings) -> str | None:

@@ -61,6 +61,7 @@ class VllmCommand:
     # the tokens of `ignored` flags as given, in order (a --config file's too): a command
     # written from Settings carries them so that the launch keeps working (`vramguard tune`)
     passthrough: tuple[str, ...] = ()
+    ignored_args: tuple[tuple[str, str], ...] = ()     # (ignored flag, its words as typed)
 
     @property
     def config_overrides(self) -> dict:
@@ -243,7 +244,8 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
                        ignored=tuple(scan.ignored),
                        unmodeled=tuple(scan.unmodeled), unknown=tuple(scan.unknown),
                        notes=tuple(notes), config_file=config_file, args=tuple(tokens),
-                       passthrough=tuple(scan.passthrough))
+                       passthrough=tuple(scan.passthrough),
+                       ignored_args=tuple(scan.ignored_args))
 
 
 def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCommand:
@@ -312,7 +314,8 @@ def command_from_tokens(tokens: list[str], pasted: list[str] | None = None) -> V
     return replace(cmd, model=extra.model, settings=extra.settings,
                    ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes,
                    unmodeled=cmd.unmodeled + extra.unmodeled, args=cmd.args + extra.args,
-                   passthrough=cmd.passthrough + extra.passthrough)
+                   passthrough=cmd.passthrough + extra.passthrough,
+                   ignored_args=cmd.ignored_args + extra.ignored_args)
 
 
 # ---------------------------------------------------------------------------------------

@@ -100,6 +100,8 @@ class _Scan:
         self.spelling_args: list[tuple[str, str]] = []
         # the tokens of the accepted flags that set no Settings field, as given, in order
         self.passthrough: list[str] = []
+        # each of those: (the flag, its words as typed)
+        self.ignored_args: list[tuple[str, str]] = []
 
     def apply(self, flag: str, value: object) -> None:
         """Record `flag` (a FLAGS key) set to `value`."""
@@ -155,6 +157,7 @@ class _Scan:
             self.spans.append((start, i, _base_flag(flag)))
             if len(self.ignored) > accepted:
                 self.passthrough.extend(tokens[start:i])
+                self.ignored_args.append((self.ignored[-1], " ".join(tokens[start:i])))
             self._spelled(typed if typed in SPELLING_RELEASES else flag, tokens, start, i)
 
     def _spelled(self, flag: str, tokens: list[str], start: int, end: int) -> None:
