@@ -92,3 +92,12 @@ def test_generator_on_a_synthetic_tree(tmp_path):
     assert ns["EXAMINED"] == ("0.1.0", "0.2.0", "0.3.0")
     assert ns["ENGINE_FLAGS"] == {"--a": "0.1.0-", "--gone": "0.1.0-0.1.0,0.3.0-",
                                   "--new": "0.2.0-0.2.0", "--post": "0.2.0-0.2.0"}
+
+
+def test_spelling_and_flag_tables_agree_with_arg_utils():
+    """The hand-kept release spans of the modelled engine flags (FLAG_RELEASES,
+    SPELLING_RELEASES) are those of the releases' arg_utils.py."""
+    from vramguard.core.rules_changes import SPELLING_RELEASES
+    for flag, (first, last) in SPELLING_RELEASES.items():
+        if flag in ENGINE_FLAGS:
+            assert ENGINE_FLAGS[flag] == f"{first}-{last or ''}", flag

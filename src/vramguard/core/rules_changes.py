@@ -365,16 +365,16 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
     "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "0.10.2", None),
 }
 # Flags whose spelling depends on the release (`Settings.flag_spellings`), the same way:
-# speculative decoding's --speculative-model / --num-speculative-tokens 0.4.0-0.8.2 (V0's;
-# 0.4.1 is the oldest engine/arg_utils.py examined, the flags came with speculative decoding
-# in 0.4.0), the --speculative-config JSON from 0.8.2, and --spec-method / --spec-model /
-# --spec-tokens, which fill the JSON's keys, from 0.22.0; --device-memory-utilization, a
-# second name of --gpu-memory-utilization, from 0.31.0; the compilation flags: the
+# speculative decoding's --speculative-model / --num-speculative-tokens 0.4.1-0.8.2 (V0's;
+# not in 0.4.0's engine/arg_utils.py, core/engine_flags.py), the --speculative-config JSON
+# from 0.8.2, and --spec-method / --spec-model / --spec-tokens, which fill the JSON's keys,
+# from 0.22.0; --device-memory-utilization, a second name of --gpu-memory-utilization, from
+# 0.31.0; the compilation flags: the
 # --compilation-config JSON and its short form -O from 0.6.5 (-O N is the compilation level up
 # to 0.11, the optimization level from 0.12), --optimization-level and -cc from 0.12.0.
 SPELLING_RELEASES: dict[str, tuple[str, str | None]] = {
-    "--speculative-model": ("0.4.0", "0.8.2"),
-    "--num-speculative-tokens": ("0.4.0", "0.8.2"),
+    "--speculative-model": ("0.4.1", "0.8.2"),
+    "--num-speculative-tokens": ("0.4.1", "0.8.2"),
     "--speculative-config": ("0.8.2", None),
     "--spec-method": ("0.22.0", None),
     "--spec-model": ("0.22.0", None),
