@@ -369,9 +369,9 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
 # not in 0.4.0's engine/arg_utils.py, core/engine_flags.py), the --speculative-config JSON
 # from 0.8.2, and --spec-method / --spec-model / --spec-tokens, which fill the JSON's keys,
 # from 0.22.0; --device-memory-utilization, a second name of --gpu-memory-utilization, from
-# 0.31.0; the compilation flags: the
-# --compilation-config JSON and its short form -O from 0.6.5 (-O N is the compilation level up
-# to 0.11, the optimization level from 0.12), --optimization-level and -cc from 0.12.0.
+# 0.31.0; the compilation flags: the --compilation-config JSON and its short form -O from
+# 0.6.5 (-O N is the compilation level up to 0.11, the optimization level from 0.12),
+# --optimization-level and -cc from 0.12.0.
 SPELLING_RELEASES: dict[str, tuple[str, str | None]] = {
     "--speculative-model": ("0.4.1", "0.8.2"),
     "--num-speculative-tokens": ("0.4.1", "0.8.2"),
