@@ -300,10 +300,9 @@ def _outside(version: str, first: str, last: str | None) -> str | None:
     """The releases that have a flag ("0.10.0 on", "0.4.0-0.17.1") when `version` is not
     among them (a development build is judged by its release), else None."""
     v = parse_version(version)
-    if v < parse_version(first):
-        return f"{first} on" if last is None else f"{first}-{last}"
-    if last is not None and v > parse_version(last):
-        return f"{first}-{last}"
+    span = f"{first} on" if last is None else (first if first == last else f"{first}-{last}")
+    if v < parse_version(first) or (last is not None and v > parse_version(last)):
+        return span
     return None
 
 
@@ -404,6 +403,8 @@ def _check_override_flags(s: Settings, version: str) -> None:
 
 # NOTE: what to write instead, for the flags of SPELLING_RELEASES other than the speculative
 _SPELLING_FIX = {"--device-memory-utilization": "write it --gpu-memory-utilization",
+                 "--num-gpu-blocks-override": "0.4.0 spells it --forced-num-gpu-blocks",
+                 "--forced-num-gpu-blocks": "write it --num-gpu-blocks-override",
                  "--optimization-level": "before 0.12 -O N is the compilation level "
                                          "(--compilation-config '{\"level\": N}')",
                  "-cc": "write it --compilation-config",

@@ -72,6 +72,7 @@ FLAGS: dict[str, Flag] = {
     "--enforce-eager": Flag("enforce_eager", BOOL),
     "--kv-cache-memory-bytes": Flag("kv_cache_memory_bytes", HUMAN_INT, 1),
     "--num-gpu-blocks-override": Flag("num_gpu_blocks_override", POS_INT, 1),
+    "--forced-num-gpu-blocks": Flag("num_gpu_blocks_override", POS_INT, 1),   # 0.4.0's
     "--cpu-offload-gb": Flag("cpu_offload_gb", FLOAT_NONNEG, 0),
     "--swap-space": Flag("swap_space", FLOAT_NONNEG, 0),
     "--enable-chunked-prefill": Flag("enable_chunked_prefill", TRIBOOL),

@@ -135,7 +135,8 @@ _SPECULATIVE = _SPEC_SHORT | {"--speculative-config", "--speculative-model",
                               "--num-speculative-tokens"}
 FIELD_TO_FLAG = {spec.field: flag for flag, spec in FLAGS.items()
                  if spec.field and flag not in _SPECULATIVE
-                 and flag not in ("--compilation-config", "--device-memory-utilization")}
+                 and flag not in ("--compilation-config", "--device-memory-utilization",
+                                  "--forced-num-gpu-blocks")}
 # NOTE: written back as one --compilation-config JSON, with the key names of the release
 # (`_compilation_keys`).
 _COMPILATION_KEYS = {"compilation_mode": "mode", "cudagraph_mode": "cudagraph_mode"}
