@@ -13,11 +13,11 @@ import json
 from . import _memo
 from . import messages as msg
 from .arch_registry import EXAMINED
-from .engine_flags import ENGINE_FLAGS
-from .engine_flags import EXAMINED as ENGINE_EXAMINED
 from .arch_support import (first_release_for, native_releases, not_native,
                            quant_method_last_release, quant_method_refusal, quant_method_releases,
                            quant_min_capability, rocm_refuses)
+from .engine_flags import ENGINE_FLAGS
+from .engine_flags import EXAMINED as ENGINE_EXAMINED
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
@@ -300,10 +300,14 @@ def _outside(version: str, first: str, last: str | None) -> str | None:
     """The releases that have a flag ("0.10.0 on", "0.4.0-0.17.1") when `version` is not
     among them (a development build is judged by its release), else None."""
     v = parse_version(version)
-    span = f"{first} on" if last is None else (first if first == last else f"{first}-{last}")
     if v < parse_version(first) or (last is not None and v > parse_version(last)):
-        return span
+        return _span_text(first, last)
     return None
+
+
+def _span_text(first: str, last: str | None) -> str:
+    """"0.10.0 on", "0.4.0-0.17.1", "0.4.0"."""
+    return f"{first} on" if last is None else (first if first == last else f"{first}-{last}")
 
 
 def _check_flag_releases(s: Settings, version: str) -> None:
@@ -333,25 +337,21 @@ def check_engine_flags(args: tuple[tuple[str, str], ...], version: str | None,
     the newest; development builds and releases before the oldest are not judged, nor the
     LLM class (`entrypoint` "llm": no argparse)."""
     version = version or ENGINE_EXAMINED[-1]
-    if not args or entrypoint != "serve" or _is_dev_build(version) or parse_version(version) < parse_version(
-            ENGINE_EXAMINED[0]):
+    if (not args or entrypoint != "serve" or _is_dev_build(version)
+            or parse_version(version) < parse_version(ENGINE_EXAMINED[0])):
         return
-    v = min(parse_version(version), parse_version(ENGINE_EXAMINED[-1]))
+    # NOTE: a release newer than the table is judged as the newest examined
+    judged = min(version, ENGINE_EXAMINED[-1], key=parse_version)
     for flag, typed in args:
-        spans = ENGINE_FLAGS.get(flag)
-        if spans is None or any(_in_span(v, span) for span in spans.split(",")):
+        spans = [(a, b or None) for a, _, b in
+                 (span.partition("-") for span in ENGINE_FLAGS.get(flag, "").split(",") if span)]
+        if not spans or any(_outside(judged, a, b) is None for a, b in spans):
             continue
-        first = spans.split(",")[0].split("-")[0]
-        fix = f"vLLM {version} has no such flag ({spans.replace('-,', ' on,').rstrip('-')}"
-        fix += " on)" if spans.endswith("-") else ")"
-        fix += (f": {_GONE_FIX.get(flag, 'drop it')}" if v > parse_version(first)
-                else ": drop it") + "; or plan with the --vllm-version you run"
+        went = parse_version(judged) > parse_version(spans[0][0])
+        fix = (f"vLLM {version} has no such flag ({', '.join(_span_text(a, b) for a, b in spans)})"
+               f": {_GONE_FIX.get(flag, 'drop it') if went else 'drop it'}; or plan with the "
+               "--vllm-version you run")
         raise _unrecognized(flag, "", fix, typed=typed)
-
-
-def _in_span(v: tuple, span: str) -> bool:
-    first, _, last = span.partition("-")
-    return parse_version(first) <= v and (not last or v <= parse_version(last))
 
 
 def last_release_with_flags(s: Settings) -> str | None:
