@@ -147,7 +147,7 @@ def _gpu_fit(req: TableRequest, spec: ModelSpec, gpu: GpuSpec) -> GpuFit:
     heads = spec.num_attention_heads or 1
     tried = []
     first_failure = None
-    refusals: set[str] = set()
+    refusals: list[str] = []
     for tp in TP_SIZES:
         if heads % tp:
             continue
@@ -155,7 +155,7 @@ def _gpu_fit(req: TableRequest, spec: ModelSpec, gpu: GpuSpec) -> GpuFit:
             p = plan_startup(spec, _settings(req, tp), gpu, vllm_version=req.vllm_version)
         except UsageError as exc:
             tried.append((tp, False, None, exc.what[:80]))
-            refusals.add(cell_text(exc))
+            refusals.append(_cell_text(exc))
             continue
         ok = _fits(p, req.concurrency)
         conc = p.kv.max_concurrency if p.kv else None
@@ -167,12 +167,12 @@ def _gpu_fit(req: TableRequest, spec: ModelSpec, gpu: GpuSpec) -> GpuFit:
             return GpuFit(gpu.name, tp, conc, first_failure, tuple(tried))
     # NOTE: refused at every TP tried, and for one reason: the model on this GPU (a
     # quantization this GPU cannot run, bfloat16 on an old GPU), not a size
-    refused = refusals.pop() if len(refusals) == 1 and all(not ok and c is None
-                                                           for _, ok, c, _ in tried) else None
+    refused = (refusals[0] if refusals and len(refusals) == len(tried)
+               and len(set(refusals)) == 1 else None)
     return GpuFit(gpu.name, None, None, first_failure, tuple(tried), refused)
 
 
-def cell_text(exc: UsageError) -> str:
+def _cell_text(exc: UsageError) -> str:
     """vLLM's validation messages run to several sentences: the first one and the fix fit
     a table cell (`vramguard plan` prints the whole message). A message vLLM raised with
     several arguments prints as a tuple: kept whole."""
@@ -201,7 +201,7 @@ def table_row(req: TableRequest, label: str, spec: ModelSpec) -> TableRow:
         p, gpu = _bytes_plan(req, spec)
     except UsageError as exc:
         return TableRow(label, spec.name, spec.num_params(), 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                        error=cell_text(exc))
+                        error=_cell_text(exc))
     t = p.tightest
     kv = p.kv if p.kv is not None else _kv_layout_plan(req, spec, p, gpu)
     per_seq = kv.blocks_per_request * kv.page_size_bytes if kv else 0
