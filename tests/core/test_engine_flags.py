@@ -14,7 +14,7 @@ from vramguard.core.validation import check_engine_flags
 from vramguard.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
-GONE = (("--disable-log-requests", "--disable-log-requests"),)
+GONE = (("--disable-log-requests", ("--disable-log-requests",)),)
 
 
 def test_a_flag_gone_from_the_release_is_refused_with_what_to_do():
@@ -27,12 +27,12 @@ def test_a_flag_gone_from_the_release_is_refused_with_what_to_do():
 
 
 @pytest.mark.parametrize("args,version,refused", [
-    ((("--model-impl", "--model-impl transformers"),), "0.7.1", "(0.7.2 on): drop it"),
-    ((("--model-impl", "--model-impl=transformers"),), "0.7.2", None),
-    ((("--scheduling-policy", "--scheduling-policy priority"),), "0.6.2", "(0.6.3 on)"),
-    ((("--guided-decoding-backend", "--guided-decoding-backend xgrammar"),), "0.12.0",
+    ((("--model-impl", ("--model-impl", "transformers")),), "0.7.1", "(0.7.2 on): drop it"),
+    ((("--model-impl", ("--model-impl=transformers",)),), "0.7.2", None),
+    ((("--scheduling-policy", ("--scheduling-policy", "priority")),), "0.6.2", "(0.6.3 on)"),
+    ((("--guided-decoding-backend", ("--guided-decoding-backend", "xgrammar")),), "0.12.0",
      "(0.4.1-0.11.2)"),
-    ((("--port", "--port 8000"),), "0.4.0", None),            # a front-end flag: not judged
+    ((("--port", ("--port", "8000")),), "0.4.0", None),       # a front-end flag: not judged
     (GONE, "0.40.0", "vLLM 0.40.0 has no such flag"),         # newer: judged as the newest
     (GONE, "0.17.1.dev3+gabc", None),                         # a development build
     (GONE, "0.3.3", None),                                    # older than the oldest examined
@@ -43,7 +43,8 @@ def test_engine_flags_by_release(args, version, refused):
         return
     with pytest.raises(UsageError) as e:
         check_engine_flags(args, version)
-    assert e.value.what == f"vllm serve: error: unrecognized arguments: {args[0][1]}"
+    assert e.value.what == ("vllm serve: error: unrecognized arguments: "
+                            + " ".join(args[0][1]))
     assert refused in e.value.fix
 
 

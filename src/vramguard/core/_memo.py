@@ -348,22 +348,6 @@ def family_terms(cache: dict, spec: ModelSpec, settings: Settings, rules, gpu, d
     return value
 
 
-def stage_fixed(spec: ModelSpec, settings: Settings, rules, gpu, device: str, compute):
-    """The per-stage terms that depend on neither the batched tokens nor the sequences,
-    `compute(spec, settings, rules, gpu, device)`: cached on the fields outside `SEARCHED`."""
-    if not _enabled:
-        return compute(spec, settings, rules, gpu, device)
-    table = _table(spec, "stage_fixed")
-    full = (id(rules), id(gpu), _stage_key(settings), device)
-    hit = table.get(full)
-    if hit is not None and hit[0] is rules and hit[1] is gpu:
-        return hit[2]
-    stats["misses"] += 1
-    value = compute(spec, settings, rules, gpu, device)
-    table[full] = (rules, gpu, value)
-    return value
-
-
 _sched: dict = {}                 # scheduler_defaults: not per model
 
 

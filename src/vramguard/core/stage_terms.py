@@ -40,15 +40,12 @@ def _banded(value: int, rel: float, note: str) -> Estimate:
 
 
 def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
-               tokens: int, seqs: int, fixed: tuple | None = None) -> tuple[tuple, str]:
+               tokens: int, seqs: int, fixed: tuple) -> tuple[tuple, str]:
     """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
     pool where it differs from the graph term) estimated from the model and settings alone;
-    and the effective KV dtype name. `fixed`: `fixed_terms(spec, s, rules, gpu, device)`
-    when the caller has it."""
+    and the effective KV dtype name. `fixed`: `fixed_terms(spec, s, rules, gpu, device)`."""
     # NOTE: a search varies the batched tokens and sequences per candidate; the terms that
-    # depend on neither are memoized apart (`fixed_terms`, keyed without them).
-    if fixed is None:
-        fixed = _memo.stage_fixed(spec, s, rules, gpu, device, fixed_terms)
+    # depend on neither are computed once per family (`fixed_terms`, `_memo.family_terms`).
     fixed, kv_name, ctx = fixed
     tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes, async_sched, v2 = ctx
     # NOTE: --language-model-only loads no encoder; --skip-mm-profiling leaves it out of the

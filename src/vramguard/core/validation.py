@@ -328,10 +328,10 @@ def _check_flag_releases(s: Settings, version: str) -> None:
         raise _unrecognized(flag, _argv_text(getattr(s, name)), fix)
 
 
-def check_engine_flags(args: tuple[tuple[str, str], ...], version: str | None,
+def check_engine_flags(args: tuple[tuple[str, tuple[str, ...]], ...], version: str | None,
                        entrypoint: str = "serve") -> None:
-    """The launch's engine flags that vramguard reads but does not model ((flag, words as
-    typed): `VllmCommand.ignored_args`) as the release's argparse has them
+    """The launch's engine flags that vramguard reads but does not model ((flag, its tokens
+    as given): `VllmCommand.ignored_args`) as the release's argparse has them
     (`engine_flags.ENGINE_FLAGS`, from every release's arg_utils.py): "unrecognized
     arguments" outside their releases. A release newer than the examined ones is judged as
     the newest; development builds and releases before the oldest are not judged, nor the
@@ -342,7 +342,7 @@ def check_engine_flags(args: tuple[tuple[str, str], ...], version: str | None,
         return
     # NOTE: a release newer than the table is judged as the newest examined
     judged = min(version, ENGINE_EXAMINED[-1], key=parse_version)
-    for flag, typed in args:
+    for flag, tokens in args:
         spans = [(a, b or None) for a, _, b in
                  (span.partition("-") for span in ENGINE_FLAGS.get(flag, "").split(",") if span)]
         if not spans or any(_outside(judged, a, b) is None for a, b in spans):
@@ -351,7 +351,7 @@ def check_engine_flags(args: tuple[tuple[str, str], ...], version: str | None,
         fix = (f"vLLM {version} has no such flag ({', '.join(_span_text(a, b) for a, b in spans)})"
                f": {_GONE_FIX.get(flag, 'drop it') if went else 'drop it'}; or plan with the "
                "--vllm-version you run")
-        raise _unrecognized(flag, "", fix, typed=typed)
+        raise _unrecognized(flag, "", fix, typed=" ".join(tokens))
 
 
 def last_release_with_flags(s: Settings) -> str | None:

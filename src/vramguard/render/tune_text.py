@@ -25,7 +25,7 @@ _NO_POOL = ("weights_oom", "profile_run_oom", "free_memory_below_request")   # b
 
 def command_args(opt: Option, extra: tuple[str, ...] = ()) -> list[str]:
     """The option's flags as vLLM argv (model excluded), then `extra`: the launch's flags
-    that do not change memory, as given (`vllm_args.passthrough_args`)."""
+    that do not change memory, as given (`VllmCommand.passthrough`)."""
     from ..sources.vllm_args import settings_to_args
     return settings_to_args(opt.settings, version=opt.plan.vllm_version) + list(extra)
 

@@ -58,10 +58,8 @@ class VllmCommand:
     config_file: str | None = None        # the --config YAML, if any
     prefix: tuple[str, ...] = ()          # env, launcher, docker words before vLLM's args
     args: tuple[str, ...] = ()            # vLLM's args as given (model included)
-    # the tokens of `ignored` flags as given, in order (a --config file's too): a command
-    # written from Settings carries them so that the launch keeps working (`vramguard tune`)
-    passthrough: tuple[str, ...] = ()
-    ignored_args: tuple[tuple[str, str], ...] = ()     # (ignored flag, its words as typed)
+    # the `ignored` flags with their tokens as given, in order (a --config file's too)
+    ignored_args: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def config_overrides(self) -> dict:
@@ -73,6 +71,12 @@ class VllmCommand:
             value, key = json.loads(text), CONFIG_OVERRIDE_FLAGS[flag]
             out.update(value if key is None else {key: value})
         return out
+
+    @property
+    def passthrough(self) -> tuple[str, ...]:
+        """The tokens of `ignored_args`, in order: a command written from Settings carries
+        them so that the launch keeps working (`vramguard tune`)."""
+        return tuple(tok for _, tokens in self.ignored_args for tok in tokens)
 
     @property
     def no_effect(self) -> tuple[str, ...]:
@@ -244,7 +248,6 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
                        ignored=tuple(scan.ignored),
                        unmodeled=tuple(scan.unmodeled), unknown=tuple(scan.unknown),
                        notes=tuple(notes), config_file=config_file, args=tuple(tokens),
-                       passthrough=tuple(scan.passthrough),
                        ignored_args=tuple(scan.ignored_args))
 
 
@@ -314,7 +317,6 @@ def command_from_tokens(tokens: list[str], pasted: list[str] | None = None) -> V
     return replace(cmd, model=extra.model, settings=extra.settings,
                    ignored=cmd.ignored + extra.ignored, notes=cmd.notes + extra.notes,
                    unmodeled=cmd.unmodeled + extra.unmodeled, args=cmd.args + extra.args,
-                   passthrough=cmd.passthrough + extra.passthrough,
                    ignored_args=cmd.ignored_args + extra.ignored_args)
 
 

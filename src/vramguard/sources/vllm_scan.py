@@ -98,10 +98,8 @@ class _Scan:
         self.override_args: list[tuple[str, str]] = []
         # (flag, value as given) per flag spelled by release (Settings.flag_spellings)
         self.spelling_args: list[tuple[str, str]] = []
-        # the tokens of the accepted flags that set no Settings field, as given, in order
-        self.passthrough: list[str] = []
-        # each of those: (the flag, its words as typed)
-        self.ignored_args: list[tuple[str, str]] = []
+        # the accepted flags that set no Settings field: (flag, its tokens as given), in order
+        self.ignored_args: list[tuple[str, tuple[str, ...]]] = []
 
     def apply(self, flag: str, value: object) -> None:
         """Record `flag` (a FLAGS key) set to `value`."""
@@ -156,8 +154,7 @@ class _Scan:
             i = self._one(flag, dotted, eq, inline, tokens, i, name)
             self.spans.append((start, i, _base_flag(flag)))
             if len(self.ignored) > accepted:
-                self.passthrough.extend(tokens[start:i])
-                self.ignored_args.append((self.ignored[-1], " ".join(tokens[start:i])))
+                self.ignored_args.append((self.ignored[-1], tuple(tokens[start:i])))
             self._spelled(typed if typed in SPELLING_RELEASES else flag, tokens, start, i)
 
     def _spelled(self, flag: str, tokens: list[str], start: int, end: int) -> None:
