@@ -1,7 +1,7 @@
 """The planner's per-stage terms: weights, activation peak, non-torch memory, CUDA graphs and
 the KV layout of each pipeline stage, estimated from the model and settings alone
-(`base_terms`, memoized per family by `_memo.family_terms`), then replaced by measured or pinned values
-(`override`). Split out of `planner` (which walks the startup over these terms).
+(`base_terms`, memoized per family by `_memo.family_terms`), then replaced by measured or
+pinned values (`override`). Split out of `planner` (which walks the startup over these terms).
 """
 
 from __future__ import annotations
