@@ -1,6 +1,7 @@
-"""Engine flags by release (core/engine_flags.py, generated from every release's
-vllm/engine/arg_utils.py by scripts/vllm_engine_flags.py): argparse's refusal of a flag that
-vramguard reads but does not model, outside the releases that have it."""
+"""Serve flags by release (core/engine_flags.py, generated from every release's
+vllm/engine/arg_utils.py and vllm/entrypoints by scripts/vllm_serve_flags.py): argparse's
+refusal of a flag that vramguard reads but does not model, outside the releases that have it
+(core/parser_flags.py), and the front end's start-up checks of such flags."""
 
 import importlib.util
 import sys
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from vramguard.cli import main
-from vramguard.core.engine_flags import ENGINE_FLAGS, EXAMINED
-from vramguard.core.validation import check_engine_flags
+from vramguard.core.engine_flags import ENGINE_FLAGS, EXAMINED, FRONTEND_FLAGS
+from vramguard.core.parser_flags import check_parser_flags, flag_releases
 from vramguard.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,9 +19,9 @@ GONE = (("--disable-log-requests", ("--disable-log-requests",)),)
 
 
 def test_a_flag_gone_from_the_release_is_refused_with_what_to_do():
-    check_engine_flags(GONE, "0.16.0")
+    check_parser_flags(GONE, "0.16.0")
     with pytest.raises(UsageError) as e:
-        check_engine_flags(GONE, "0.17.0")
+        check_parser_flags(GONE, "0.17.0")
     assert e.value.what == "vllm serve: error: unrecognized arguments: --disable-log-requests"
     assert e.value.fix.startswith("vLLM 0.17.0 has no such flag (0.4.0-0.16.0): drop it: "
                                   "requests are not logged by default")
@@ -32,24 +33,34 @@ def test_a_flag_gone_from_the_release_is_refused_with_what_to_do():
     ((("--scheduling-policy", ("--scheduling-policy", "priority")),), "0.6.2", "(0.6.3 on)"),
     ((("--guided-decoding-backend", ("--guided-decoding-backend", "xgrammar")),), "0.12.0",
      "(0.4.1-0.11.2)"),
-    ((("--port", ("--port", "8000")),), "0.4.0", None),       # a front-end flag: not judged
+    ((("--port", ("--port", "8000")),), "0.4.0", None),       # the front end's, from 0.4.0
+    ((("--reasoning-parser", ("--reasoning-parser", "deepseek_r1")),), "0.7.0",
+     "(0.7.1 on)"),           # the front end's 0.7.1-0.7.3, then the engine's: one span
+    ((("--reasoning-parser", ("--reasoning-parser", "deepseek_r1")),), "0.7.1", None),
+    ((("--enable-auto-tool-choice", ("--enable-auto-tool-choice",)),
+      ("--tool-call-parser", ("--tool-call-parser", "hermes"))), "0.5.5", "(0.6.0 on)"),
+    ((("--served-model-name", ("--served-model-name", "m")),), "0.4.0", None),
+    ((("--served-model-name", ("--served-model-name", "m")),), "0.5.0", None),
+    ((("--api-server-count", ("-asc", "2")),), "0.9.0", "(0.9.1 on)"),    # as typed
+    ((("--engine-use-ray", ("--engine-use-ray",)),), "0.7.0", "(0.4.0-0.6.1)"),
+    ((("--no-such-flag", ("--no-such-flag",)),), "0.33.0", None),   # in no table: not judged
     (GONE, "0.40.0", "vLLM 0.40.0 has no such flag"),         # newer: judged as the newest
     (GONE, "0.17.1.dev3+gabc", None),                         # a development build
     (GONE, "0.3.3", None),                                    # older than the oldest examined
 ])
 def test_engine_flags_by_release(args, version, refused):
     if refused is None:
-        check_engine_flags(args, version)
+        check_parser_flags(args, version)
         return
     with pytest.raises(UsageError) as e:
-        check_engine_flags(args, version)
+        check_parser_flags(args, version)
     assert e.value.what == ("vllm serve: error: unrecognized arguments: "
                             + " ".join(args[0][1]))
-    assert refused in e.value.fix
+    assert refused in e.value.fix and "or plan with the --vllm-version you run" in e.value.fix
 
 
 def test_the_llm_class_has_no_argparse():
-    check_engine_flags(GONE, "0.33.0", entrypoint="llm")
+    check_parser_flags(GONE, "0.33.0", entrypoint="llm")
 
 
 def test_the_table_spans_and_the_flags_vramguard_models_elsewhere():
@@ -71,34 +82,114 @@ def test_plan_and_tune_refuse_before_planning(capsys):
         assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_generator_on_a_synthetic_tree(tmp_path):
-    spec = importlib.util.spec_from_file_location("vllm_engine_flags",
-                                                  ROOT / "scripts" / "vllm_engine_flags.py")
+def _generator():
+    spec = importlib.util.spec_from_file_location("vllm_serve_flags",
+                                                  ROOT / "scripts" / "vllm_serve_flags.py")
     gen = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_engine_flags"] = gen
+    sys.modules["vllm_serve_flags"] = gen
     spec.loader.exec_module(gen)
-    au = tmp_path / "au"
-    au.mkdir()
-    (au / "0.1.0.py").write_text('parser.add_argument("--a")\nparser.add_argument("--gone")\n')
-    (au / "0.2.0.py").write_text('parser.add_argument("--a")\nparser.add_argument("--new")\n'
-                                 'parser.add_argument("--moved")\n')
-    (au / "0.2.0.post1.py").write_text('parser.add_argument("--post")\n')
-    (au / "0.3.0.py").write_text('parser.add_argument("--a")\nparser.add_argument("--gone")\n')
-    front = tmp_path / "front" / "vllm" / "entrypoints" / "openai"
-    front.mkdir(parents=True)
-    (front / "cli_args.py").write_text('parser.add_argument("--moved")\n')
-    text = gen.render(gen.releases(au), gen.frontend_flags([tmp_path / "front"]))
+    return gen
+
+
+def _release(root, version, arg_utils="", cli_args="", serve="", scripts=""):
+    base = root / version / f"vllm-{version}" / "vllm"
+    for rel, text in (("engine/arg_utils.py", arg_utils),
+                      ("entrypoints/openai/cli_args.py", cli_args),
+                      ("entrypoints/cli/serve.py", serve), ("scripts.py", scripts)):
+        if text:
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base / rel).write_text(text)
+
+
+def test_generator_on_a_synthetic_tree(tmp_path):
+    gen = _generator()
+    _release(tmp_path, "0.1.0", arg_utils='p.add_argument("--a")\np.add_argument("--gone")\n'
+             'p.add_argument("--moved")\n',
+             cli_args='def make_arg_parser(p):\n    p.add_argument("--port", "-P")\n',
+             scripts='serve_parser.add_argument("--config")\n'
+                     'chat_parser.add_argument("--url")\n')
+    _release(tmp_path, "0.2.0", arg_utils='p.add_argument("--a", "-a")\n'
+             'p.add_argument("--new")\nmsg = "--mentioned-only"\n',
+             cli_args='def make_arg_parser(p):\n    p.add_argument("--moved")\n'
+                      'class FrontendArgs:\n    port: int = 8000\n    tool_server: str = ""\n'
+                      '    _private: int = 0\n'
+                      'def add(p):\n    kw = get_kwargs(FrontendArgs)\n',
+             serve='serve_parser.add_argument("--headless", action="store_true")\n')
+    _release(tmp_path, "0.2.0.post1", arg_utils='p.add_argument("--post")\n')
+    _release(tmp_path, "0.3.0", arg_utils='p.add_argument("--a")\np.add_argument("--gone")\n')
     ns: dict = {}
-    exec(text, ns)
+    exec(gen.render(gen.releases(tmp_path)), ns)
     assert ns["EXAMINED"] == ("0.1.0", "0.2.0", "0.3.0")
+    # NOTE: literals for the engine's long flags (a help text's mention widens: the safe side)
     assert ns["ENGINE_FLAGS"] == {"--a": "0.1.0-", "--gone": "0.1.0-0.1.0,0.3.0-",
-                                  "--new": "0.2.0-0.2.0", "--post": "0.2.0-0.2.0"}
+                                  "--moved": "0.1.0-0.1.0", "--new": "0.2.0-0.2.0",
+                                  "--mentioned-only": "0.2.0-0.2.0", "--post": "0.2.0-0.2.0",
+                                  "-a": "0.2.0-0.2.0"}
+    # NOTE: the serve subparser's flags only (not `chat`'s --url); dataclass fields from 0.2.0
+    assert ns["FRONTEND_FLAGS"] == {"--port": "0.1.0-0.2.0", "-P": "0.1.0-0.1.0",
+                                    "--config": "0.1.0-0.1.0", "--moved": "0.2.0-0.2.0",
+                                    "--tool-server": "0.2.0-0.2.0", "--headless": "0.2.0-0.2.0"}
+
+
+def test_a_moved_flag_is_one_span_over_both_tables():
+    assert FRONTEND_FLAGS["--reasoning-parser"] == "0.7.1-0.7.3"
+    assert ENGINE_FLAGS["--reasoning-parser"] == "0.8.0-"
+    assert flag_releases("--reasoning-parser") == [("0.7.1", None)]
+    assert flag_releases("--served-model-name") == [("0.4.0", None)]
+    assert flag_releases("--no-such-flag") == []
+
+
+def test_every_flag_of_every_release_is_known_to_the_scanner():
+    """A flag some release's serve parser has is never an "unknown flag" (its release is
+    judged instead)."""
+    from vramguard.sources.vllm_flags import (ALIASES, CONFIG_OVERRIDE_FLAGS, FLAGS,
+                                               IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE,
+                                               UNMODELED_BOOL, UNMODELED_VALUE)
+    known = (set(FLAGS) | IGNORED_VALUE | IGNORED_BOOL | IGNORED_MULTI | UNMODELED_VALUE
+             | UNMODELED_BOOL | set(ALIASES) | set(CONFIG_OVERRIDE_FLAGS) | {"-O"})
+    missing = sorted((set(ENGINE_FLAGS) | set(FRONTEND_FLAGS)) - known - {"--help"})
+    assert missing == []
+
+
+@pytest.mark.parametrize("args,version,what", [
+    ((("--enable-auto-tool-choice", ("--enable-auto-tool-choice",)),), "0.6.0",
+     "Error: --enable-auto-tool-choice requires --tool-call-parser"),
+    ((("--enable-log-outputs", ("--enable-log-outputs",)),), "0.11.0",
+     "Error: --enable-log-outputs requires --enable-log-requests"),
+    ((("--enable-log-outputs", ("--enable-log-outputs",)),
+      ("--enable-log-requests", ("--enable-log-requests",))), "0.11.0", None),
+    ((("--enable-log-outputs", ("--enable-log-outputs",)),), "0.10.1", None),   # not yet
+    ((("--enable-auto-tool-choice", ("--enable-auto-tool-choice",)),
+      ("--tool-call-parser", ("--tool-call-parser=hermes",))), "0.33.0", None),
+])
+def test_the_front_end_start_up_checks(args, version, what):
+    if what is None:
+        check_parser_flags(args, version)
+        return
+    with pytest.raises(UsageError) as e:
+        check_parser_flags(args, version)
+    assert e.value.what == what and e.value.fix.startswith("add --")
+
+
+def test_a_pasted_launch_with_front_end_flags(capsys):
+    rc = main(["plan", "--gpu", "H100", "--offline", "--vllm-version", "0.6.0", "--", "vllm",
+               "serve", "Qwen/Qwen2.5-7B-Instruct", "--reasoning-parser", "deepseek_r1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "unrecognized arguments: --reasoning-parser deepseek_r1" in err
+    assert main(["plan", "--gpu", "H100", "--offline", "--", "vllm", "serve",
+                 "Qwen/Qwen2.5-7B-Instruct", "-asc", "2", "-dpl", "1"]) == 0
+    rc = main(["plan", "--gpu", "H100", "--offline", "--vllm-version", "0.10.0", "--", "vllm",
+               "serve", "Qwen/Qwen3-30B-A3B", "-tp", "2", "-ep"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "unrecognized arguments: -ep" in err and "--enable-expert-parallel" in err
 
 
 def test_spelling_and_flag_tables_agree_with_arg_utils():
     """The hand-kept release spans of the modelled engine flags (FLAG_RELEASES,
-    SPELLING_RELEASES) are those of the releases' arg_utils.py."""
+    SPELLING_RELEASES) are those of the releases' arg_utils.py (-O from 0.12 is
+    FlexibleArgumentParser's: the optimization level, not an add_argument option)."""
     from vramguard.core.rules_changes import SPELLING_RELEASES
     for flag, (first, last) in SPELLING_RELEASES.items():
-        if flag in ENGINE_FLAGS:
+        if flag in ENGINE_FLAGS and flag != "-O":
             assert ENGINE_FLAGS[flag] == f"{first}-{last or ''}", flag
+    assert ENGINE_FLAGS["-O"] == "0.6.5-0.11.2"

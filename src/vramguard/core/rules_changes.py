@@ -372,7 +372,8 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
 # 0.31.0; the compilation flags: the --compilation-config JSON and its short form -O from
 # 0.6.5 (-O N is the compilation level up to 0.11, the optimization level from 0.12),
 # --optimization-level and -cc from 0.12.0; the blocks override, --forced-num-gpu-blocks in
-# 0.4.0, --num-gpu-blocks-override from 0.4.1.
+# 0.4.0, --num-gpu-blocks-override from 0.4.1; the short options -ep (--enable-expert-parallel)
+# from 0.14.0 and -sc (--speculative-config) from 0.19.0.
 SPELLING_RELEASES: dict[str, tuple[str, str | None]] = {
     "--speculative-model": ("0.4.1", "0.8.2"),
     "--num-speculative-tokens": ("0.4.1", "0.8.2"),
@@ -386,6 +387,8 @@ SPELLING_RELEASES: dict[str, tuple[str, str | None]] = {
     "-cc": ("0.12.0", None),
     "--optimization-level": ("0.12.0", None),
     "--forced-num-gpu-blocks": ("0.4.0", "0.4.0"),
+    "-ep": ("0.14.0", None),
+    "-sc": ("0.19.0", None),
     "--num-gpu-blocks-override": ("0.4.1", None),
 }
 # The model-config flags (`Settings.config_overrides`), the same way: flag -> (first, last).

@@ -16,8 +16,6 @@ from .arch_registry import EXAMINED
 from .arch_support import (first_release_for, native_releases, not_native,
                            quant_method_last_release, quant_method_refusal, quant_method_releases,
                            quant_min_capability, rocm_refuses)
-from .engine_flags import ENGINE_FLAGS
-from .engine_flags import EXAMINED as ENGINE_EXAMINED
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
@@ -26,7 +24,7 @@ from .quant_schemes import first_release_running, scheme_refusal
 from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES, SPELLING_RELEASES
 from .settings import Settings
 
-__all__ = ["validate", "validate_searched", "check_engine_flags", "check_backend_block_size",
+__all__ = ["validate", "validate_searched", "check_backend_block_size",
            "check_quant_method", "check_rocm_quant", "check_quant_capability",
            "check_quant_schemes", "check_dtype_capability", "bf16_refused"]
 
@@ -328,32 +326,6 @@ def _check_flag_releases(s: Settings, version: str) -> None:
         raise _unrecognized(flag, _argv_text(getattr(s, name)), fix)
 
 
-def check_engine_flags(args: tuple[tuple[str, tuple[str, ...]], ...], version: str | None,
-                       entrypoint: str = "serve") -> None:
-    """The launch's engine flags that vramguard reads but does not model ((flag, its tokens
-    as given): `VllmCommand.ignored_args`) as the release's argparse has them
-    (`engine_flags.ENGINE_FLAGS`, from every release's arg_utils.py): "unrecognized
-    arguments" outside their releases. A release newer than the examined ones is judged as
-    the newest; development builds and releases before the oldest are not judged, nor the
-    LLM class (`entrypoint` "llm": no argparse)."""
-    version = version or ENGINE_EXAMINED[-1]
-    if (not args or entrypoint != "serve" or _is_dev_build(version)
-            or parse_version(version) < parse_version(ENGINE_EXAMINED[0])):
-        return
-    # NOTE: a release newer than the table is judged as the newest examined
-    judged = min(version, ENGINE_EXAMINED[-1], key=parse_version)
-    for flag, tokens in args:
-        spans = [(a, b or None) for a, _, b in
-                 (span.partition("-") for span in ENGINE_FLAGS.get(flag, "").split(",") if span)]
-        if not spans or any(_outside(judged, a, b) is None for a, b in spans):
-            continue
-        went = parse_version(judged) > parse_version(spans[0][0])
-        fix = (f"vLLM {version} has no such flag ({', '.join(_span_text(a, b) for a, b in spans)})"
-               f": {_GONE_FIX.get(flag, 'drop it') if went else 'drop it'}; or plan with the "
-               "--vllm-version you run")
-        raise _unrecognized(flag, "", fix, typed=" ".join(tokens))
-
-
 def last_release_with_flags(s: Settings) -> str | None:
     """The newest release whose argparse has every flag of `FLAG_RELEASES` (and of
     `SPELLING_RELEASES`) that `s` sets (None: no such flag limits it). A log that does not
@@ -408,6 +380,8 @@ _SPELLING_FIX = {"--device-memory-utilization": "write it --gpu-memory-utilizati
                  "--optimization-level": "before 0.12 -O N is the compilation level "
                                          "(--compilation-config '{\"level\": N}')",
                  "-cc": "write it --compilation-config",
+                 "-ep": "write it --enable-expert-parallel",
+                 "-sc": "write it --speculative-config",
                  "--compilation-config": "this release has no compilation config "
                                          "(its CUDA graphs: --enforce-eager turns them off)",
                  "-O": "this release has no compilation config (its CUDA graphs: "
@@ -432,7 +406,7 @@ def _check_flag_spellings(s: Settings, version: str) -> None:
     given = {flag for flag, _ in s.flag_spellings}
     in_json: set[str] = set()
     for flag, value in s.flag_spellings:
-        if flag == "--speculative-config":
+        if flag in ("--speculative-config", "-sc"):
             try:
                 conf = json.loads(value)
             except ValueError:

@@ -118,9 +118,20 @@ FLAGS: dict[str, Flag] = {
     "--model": Flag("model", STR),
     "--config": Flag("", STR),
 }
+# Short options (their releases: core/engine_flags.py; -ep and -sc are judged by
+# rules_changes.SPELLING_RELEASES, the others as typed by core/parser_flags.py).
 ALIASES = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
            "-dp": "--data-parallel-size", "-q": "--quantization", "-cc": "--compilation-config",
-           "-dcp": "--decode-context-parallel-size"}
+           "-dcp": "--decode-context-parallel-size", "-ep": "--enable-expert-parallel",
+           "-sc": "--speculative-config", "-pcp": "--prefill-context-parallel-size",
+           "-ac": "--attention-config", "-dc": "--diffusion-config",
+           "-asc": "--api-server-count", "-dpa": "--data-parallel-address",
+           "-dpb": "--data-parallel-backend", "-dpe": "--data-parallel-external-lb",
+           "-dph": "--data-parallel-hybrid-lb", "-dpl": "--data-parallel-size-local",
+           "-dpm": "--data-parallel-multi-port-external-lb", "-dpn": "--data-parallel-rank",
+           "-dpp": "--data-parallel-rpc-port", "-dpr": "--data-parallel-start-rank",
+           "-n": "--nnodes", "-r": "--node-rank",
+           "-spec-draft-tp": "--speculative-draft-tensor-parallel-size"}
 # vLLM flags before BooleanOptionalAction had a --disable- twin of these (<= 0.9)
 NEGATIONS = {"--disable-prefix-caching": "--enable-prefix-caching",
              "--disable-chunked-prefill": "--enable-chunked-prefill"}
@@ -129,6 +140,10 @@ NEGATIONS = {"--disable-prefix-caching": "--enable-prefix-caching",
 # (from vLLM's engine and OpenAI-server args, 0.4 -> 0.33; removed flags stay accepted):
 IGNORED_VALUE = frozenset("""
 --host --port --uds --uvicorn-log-level --allowed-origins --allowed-methods --allowed-headers
+--anthropic-disabled-thinking-effort --reasoning-effort-map --tool-strict-level
+--sse-keep-alive-interval --grpc-port --cohere-format --chat-template-text-format
+--image-input-type --image-token-id --image-input-shape --image-feature-size
+--image-processor --image-processor-revision
 --api-key --lora-modules --prompt-adapters --chat-template --chat-template-content-format
 --response-role --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --ssl-ciphers
 --root-path --middleware --tool-call-parser --tool-parser-plugin --tool-server
@@ -182,6 +197,8 @@ IGNORED_VALUE = frozenset("""
 # Switches (no value); their `--no-` forms are accepted too.
 IGNORED_BOOL = frozenset("""
 --trust-remote-code --disable-log-requests --enable-log-requests --enable-log-outputs
+--trust-request-mm-kwargs --enable-scale-out --cohere-is-reasoning-model
+--use-gpu-for-pooling-score --engine-use-ray --disable-image-processor --mm-cache-preprocessor
 --enable-log-deltas --disable-log-stats --aggregate-engine-logging --log-error-stack
 --disable-frontend-multiprocessing --enable-auto-tool-choice --enable-prompt-tokens-details
 --enable-server-load-tracking --enable-force-include-usage --enable-tokenizer-info-endpoint

@@ -242,7 +242,7 @@ def _speculative_args(settings, version: str | None) -> dict[str, object]:
         ngram = method in ("ngram", "[ngram]")
         return {"--speculative-model": draft or ("[ngram]" if ngram else None),
                 "--num-speculative-tokens": n}
-    given = {flag for flag, _ in settings.flag_spellings}
+    given = {flag for flag, _ in settings.flag_spellings if flag in _SPECULATIVE or flag == "-sc"}
     if given and given <= _SPEC_SHORT and not _before(version, (0, 22, 0)):
         return {"--spec-method": method, "--spec-model": draft, "--spec-tokens": n}
     conf = (({"method": method} if method else {}) | ({"model": draft} if draft else {})

@@ -131,8 +131,9 @@ class _Scan:
                 self.spans.append((start, i, "-O"))
                 self._spelled("-O", tokens, start, i)
                 continue
-            if name.startswith("-cc."):
-                name = "--compilation-config" + name[3:]     # NOTE: dotted short alias
+            short, dot, rest = name.partition(".")
+            if dot and short in ALIASES:
+                name = f"{ALIASES[short]}.{rest}"   # NOTE: a dotted short alias (-cc.mode=3)
             flag = _canonical(name)
             dotted = None
             if "." in flag and flag.startswith("--"):
