@@ -261,11 +261,13 @@ def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCom
     flags (`--model M -tp 2`) works too. Unknown flags raise UsageError when `strict`.
     """
     from . import vllm_launch as launch
+    snippet_notes: list[str] = []
     if isinstance(argv, str):
-        tokens = launch.split_command_line(argv)
+        tokens, snippet_notes = launch.split_snippet(argv)
     elif argv and any(c.isspace() for c in argv[0]):
         # one quoted line, possibly followed by more tokens (which then come last and win)
-        tokens = launch.split_command_line(argv[0]) + list(argv[1:])
+        tokens, snippet_notes = launch.split_snippet(argv[0])
+        tokens += list(argv[1:])
     else:
         tokens = list(argv)
     all_tokens = tokens
@@ -284,7 +286,7 @@ def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCom
     from dataclasses import replace
 
     from .vllm_flags import UNMODELED_ENV
-    notes = cmd.notes
+    notes = tuple(snippet_notes) + cmd.notes
     unmodeled_env = [f"{k}={env[k]}" for k in UNMODELED_ENV if k in env]
     if unmodeled_env:
         notes += (f"not modeled, although vLLM's memory depends on them: "

@@ -27,14 +27,15 @@ _VERSION_TAG_RE = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*)(?:[-+.][0-9A-Za-z.\-+]*)?
 # Pasted commands
 # ---------------------------------------------------------------------------------------
 def split_command_line(text: str) -> list[str]:
-    """Split one pasted shell line (with `\\` continuations) into argv tokens."""
-    import shlex
-    text = re.sub(r"\\\r?\n", " ", text)
-    try:
-        return shlex.split(text, comments=False, posix=True)
-    except ValueError as exc:
-        raise UsageError(f"cannot split the pasted command: {exc}", where="command line",
-                         fix="Check the quotes.") from None
+    """The argv words of the vLLM launch in a pasted shell line or snippet (`\\`
+    continuations, comments, `export` lines, several commands: `shell_snippet`)."""
+    return split_snippet(text)[0]
+
+
+def split_snippet(text: str) -> tuple[list[str], list[str]]:
+    """`shell_snippet.launch_words`: (the launch's words, notes)."""
+    from .shell_snippet import launch_words
+    return launch_words(text)
 
 
 _DOCKER_VALUE_OPTS = frozenset("""
