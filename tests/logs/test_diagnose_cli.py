@@ -269,3 +269,59 @@ def test_config_refusals_are_named_before_memory(line, kind):
     assert any(e.kind == kind for e in d.extracted.errors)
     key = "--speculative-config" if kind == "spec_config" else "--decode-context-parallel-size"
     assert key in flags(d)
+
+
+# NOTE: vLLM's v0 multiprocessing engine logs the exception first (`logger.exception`), then
+# its traceback: the frames that follow place the OOM.
+_MSG_FIRST = """\
+ERROR 04-27 09:07:04 [engine.py:160] OutOfMemoryError('CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 44.53 GiB of which 263.25 MiB is free.')
+ERROR 04-27 09:07:04 [engine.py:160] Traceback (most recent call last):
+ERROR 04-27 09:07:04 [engine.py:160]   File "/x/vllm/engine/multiprocessing/engine.py", line 158, in start
+ERROR 04-27 09:07:04 [engine.py:160]     self.run_engine_loop()
+ERROR 04-27 09:07:04 [engine.py:160]   File "/x/vllm/engine/multiprocessing/engine.py", line 221, in run_engine_loop
+ERROR 04-27 09:07:04 [engine.py:160]     request_outputs = self.engine_step()
+ERROR 04-27 09:07:04 [engine.py:160]   File "/x/vllm/engine/multiprocessing/engine.py", line 247, in engine_step
+ERROR 04-27 09:07:04 [engine.py:160]     raise e
+"""
+
+
+def test_an_oom_logged_before_its_traceback_is_placed_by_the_frames():
+    d = dx(_MSG_FIRST)
+    assert (d.failure, d.phase) == ("runtime_oom", "serving")
+    load = _MSG_FIRST.replace("run_engine_loop", "load_model").replace("engine_step",
+                                                                       "load_weights")
+    assert dx(load).failure == "weights_oom"
+    # a later, unrelated traceback does not move it
+    later = (_MSG_FIRST.split("ERROR 04-27 09:07:04 [engine.py:160]   File")[0]
+             + 'ERROR 04-27 09:07:05 [engine.py:160]   File "/x/y.py", line 1, in f\n'
+             "ERROR 04-27 09:07:05 [engine.py:160] Traceback (most recent call last):\n"
+             'ERROR 04-27 09:07:05 [engine.py:160]   File "/x/w.py", line 2, in capture_model\n')
+    assert dx(later).phase != "cuda_graph_capture"
+
+
+def test_an_oom_right_after_the_profile_runs_warning_is_the_profile_run():
+    text = ("WARNING 04-27 16:27:59 [profiling.py:245] The sequence length used for profiling "
+            "(max_num_batched_tokens / max_num_seqs = 20000) is too short to hold the "
+            "multi-modal embeddings in the worst case (98304 tokens in total).\n"
+            "ERROR 04-27 16:28:02 [engine.py:448] CUDA out of memory. Tried to allocate "
+            "800.00 MiB. GPU 0 has a total capacity of 15.56 GiB of which 442.62 MiB is free.\n")
+    d = dx(text)
+    assert (d.failure, d.phase) == ("profile_run_oom", "profiling")
+
+
+def test_a_collectors_prefix_in_front_of_vllms_records():
+    prefix = "INFO 2025-11-19T20:16:36.09667Z [resource.labels.containerName: vllm] "
+    line = ("(EngineCore_DP0 pid=270) ERROR 11-19 12:16:36 [core.py:842] ValueError: Free "
+            "memory on device cuda:0 (22.1/23.56 GiB) on startup is less than desired GPU "
+            "memory utilization (0.95, 22.38 GiB). Decrease GPU memory utilization or reduce "
+            "GPU memory used by other processes.")
+    d = dx(prefix + line + "\n")
+    assert d.failure == "free_memory_below_request" and d.status == "failed"
+
+
+def test_a_fit_message_cut_short_still_names_the_failure():
+    d = dx("(EngineCore pid=316) ValueError: To serve at least one request with the model's "
+           "max seq len (100000), (4.26 GiB KV cach\n")
+    assert (d.failure, d.phase) == ("kv_below_max_model_len", "kv_allocation")
+    assert d.cause == ("One request of max_model_len 100000 does not fit in the KV cache that "
+                       "was left.")

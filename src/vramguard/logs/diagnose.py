@@ -408,8 +408,9 @@ def _kv_fit(c: _Ctx, err: LogError | None):
         cause = (f"max_model_len {L} needs {_g(need)} GiB of KV cache for one request but only "
                  f"{_g(avail)} GiB was left.")
     else:
+        left = f" ({_g(avail)} GiB)" if avail is not None else ""
         cause = (f"One request of max_model_len {L or '?'} does not fit in the KV cache that was "
-                 f"left ({_g(avail)} GiB).")
+                 f"left{left}.")
     if est is None and need and avail and L:
         est = int(L * avail / need) // 16 * 16
         n["computed_max_model_len"] = est

@@ -11,6 +11,8 @@ value, mode)`, `_advance(phase)`, `_marker(kind)`, `_error(kind, msg, phase, ...
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import extracted as X
 from . import patterns as P
 from .extracted import CpuKv, KvMemorySuggestion
@@ -131,6 +133,11 @@ class LineHandlers:
             self._advance(X.PROFILING)
         if got and "engine" not in self.v and "LLM engine" not in msg:
             self.v["engine_hint"] = "v0"
+
+    def _profiling(self, msg: str) -> None:
+        """A line the profile run prints while it runs (v0/v1 `profiling.py`: "The sequence
+        length used for profiling ... is too short to hold the multi-modal embeddings")."""
+        self._advance(X.PROFILING)
 
     def _v1_profile(self, msg: str) -> None:
         for rx, name in ((P.V1_NON_KV, "total_non_kv_gib"), (P.V1_PEAK, "torch_peak_increase_gib"),
@@ -364,6 +371,11 @@ class LineHandlers:
                         needed_gib=_f(m.group(2)), available_gib=_f(m.group(4)),
                         estimated_max_model_len=int(est.group(1)) if est else None)
             return True
+        m = P.FIT_HEAD.search(msg)
+        if m:
+            self._set("max_model_len", int(m.group(1)))
+            self._error("kv_fit", msg, X.KV_ALLOCATION, max_model_len=int(m.group(1)))
+            return True
         m = P.FIT_V0.search(msg)
         if m:
             self._set("max_model_len", int(m.group(1)))
@@ -387,13 +399,22 @@ class LineHandlers:
         # NOTE: the innermost startup frame of the traceback says which phase ran out (an OOM
         # after the KV lines is the allocation itself, or the graph capture before its log).
         func, phase = self.frame if self.frame and self.phase != X.SERVING else (None, None)
+        before = len(self.errors)
         self._error("torch_oom", msg, phase, oom=parse_oom(msg), frame=func)
+        # NOTE: vLLM's engine logs the exception first, then its traceback: without a frame
+        # yet, the frames that follow place it (`_frame`).
+        self.oom_before_frames = ([before, False] if func is None and len(self.errors) > before
+                                  else None)
         return True
 
     def _frame(self, msg: str) -> None:
         """A traceback line: the startup phase of the innermost vLLM frame seen so far."""
         if "Traceback (most recent call last)" in msg:
             self.frame = None
+            pending = self.oom_before_frames
+            if pending is not None:
+                # NOTE: the traceback right after the OOM is its own; a later one is not
+                self.oom_before_frames = None if pending[1] else [pending[0], True]
             return
         m = P.FRAME.search(msg)
         phase = _FRAME_PHASES.get(m.group(1)) if m else None
@@ -402,6 +423,16 @@ class LineHandlers:
         if phase and not (phase == X.SAMPLER_WARMUP and self.frame
                           and self.frame[1] == X.PROFILING):
             self.frame = (m.group(1), phase)
+            self._place_pending_oom()
+
+    def _place_pending_oom(self) -> None:
+        """The OOM logged before this traceback takes its innermost phase frame."""
+        pending = self.oom_before_frames
+        if pending is None or not pending[1] or self.phase == X.SERVING:
+            return
+        err = self.errors[pending[0]]
+        func, phase = self.frame
+        self.errors[pending[0]] = replace(err, phase=phase, numbers={**err.numbers, "frame": func})
 
     def _err_other(self, msg: str) -> bool:
         for pattern, kind in ((P.SPEC_CONFIG, "spec_config"), (P.DCP_CONFIG, "dcp_config")):
@@ -446,6 +477,9 @@ _FRAME_PHASES = {
     "_init_cache_engine": X.KV_ALLOCATION, "allocate_kv_cache": X.KV_ALLOCATION,
     "init_kv_cache": X.KV_ALLOCATION,       # Model Runner V2 (v1/worker/gpu/attn_utils.py)
     "capture_model": X.CUDA_GRAPH_CAPTURE, "_dummy_sampler_run": X.SAMPLER_WARMUP,
+    # the engine's serving loop (v0's multiprocessing engine, v1's engine core)
+    "run_engine_loop": X.SERVING, "engine_step": X.SERVING, "run_busy_loop": X.SERVING,
+    "_process_engine_step": X.SERVING,
 }
 
 
@@ -467,6 +501,7 @@ _HANDLERS = (
     (("total_gpu_memory", "weights take", "non_torch_memory", "activation peak", "KV Cache is",
       "available_kv_cache_memory", "instance can use"), LineHandlers._v0_profile),
     (("Total non KV cache memory", "torch peak memory increase"), LineHandlers._v1_profile),
+    (("used for profiling",), LineHandlers._profiling),
     (("KV cache memory", "KV cache size", "Maximum concurrency"), LineHandlers._kv),
     (("blocks",), LineHandlers._blocks),
     (("Auto-fit", "auto-fit"), LineHandlers._autofit),

@@ -80,6 +80,9 @@ class LogParser(LineHandlers):
         self.markers: set[str] = set()
         self.phase = X.STARTUP
         self.frame: tuple[str, str] | None = None   # (function, phase) of a traceback frame
+        # NOTE: a torch OOM logged before its traceback (vLLM's `logger.exception` style):
+        # [its index in `errors`, whether its traceback has begun]
+        self.oom_before_frames: list | None = None
 
     def _set(self, name: str, value, mode: str = "first") -> None:
         if value is None or not _plausible(name, value):

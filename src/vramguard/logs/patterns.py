@@ -117,6 +117,8 @@ CPU_KV_LOW = re.compile(r"Available memory on node (\d+) \(" + NUM + "/" + NUM +
 FIT = re.compile(r"To serve at least one request with the models?'s max seq len\s*\((\d+)\),?\s*"
                  r"\(?" + NUM + r"\s*(GiB|GB) KV cache is needed,\s*which is larger than the"
                  r"\s+available KV cache memory\s*\(" + NUM + r"\s*(GiB|GB)\)")
+# NOTE: the message's head alone (an excerpt cut mid-message) still names the failure
+FIT_HEAD = re.compile(r"To serve at least one request with the models?'s max seq len\s*\((\d+)\)")
 FIT_ESTIMATE = re.compile(r"estimated maximum model length is\s+(\d+)")
 FIT_V0 = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of\s+tokens that"
                     r"\s+can be stored in KV cache \((\d+)\)")

@@ -45,7 +45,7 @@ FULL_ANCHORS: tuple[bytes, ...] = FAST_ANCHORS + (
     b"load model", b"oading", b"SIG", b"startup complete", b"weights take", b"activation peak",
     b"KV Cache", b"can use", b"init engine", b"Watchdog", b"seq len", b"allocate", b"shm",
     b"Bus error", b"died", b"Traceback", b"max_model_len", b"Mamba", b"Desired", b"on startup",
-    b"NVIDIA", b"Instinct", b"allreduce", b'File "',
+    b"NVIDIA", b"Instinct", b"allreduce", b'File "', b"for profiling",
     # NOTE: a colour code can split an anchor ("K\x1b[31mV cache"); a coloured line in the
     # startup window is read like the every-line path reads it (codes stripped first)
     b"\x1b[",
@@ -56,6 +56,10 @@ _RESTART = re.compile(rb"Initializing (?:an?|a V[01]) LLM engine")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _PROC = re.compile(r"^\s*\(([A-Za-z_][\w.\-]*)(?:[ _][^()]{0,60}?)?\s+pid=(\d+)[^)]*\)\s*")
 _VLLM_PREFIX = re.compile(r"^\s*\[[^\]\s:]{1,64}\]\s*(?=\(\w[^)]*pid=|INFO|WARNING|ERROR|DEBUG)")
+# vLLM's record head (`INFO 11-19 12:16:36 [core.py:842]`), and one inside a longer line
+_RECORD_HEAD = re.compile(r"\s*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d")
+_EMBEDDED = re.compile(r"\([A-Za-z_][\w.\-]*(?:[ _][^()]{0,60}?)?\s+pid=\d+[^)]*\)\s*"
+                       r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d")
 
 Feed = Callable[[str], bool]
 
@@ -88,6 +92,12 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         line = line[m.end():]
     m = _PROC.match(line)
     if not m:
+        if not _RECORD_HEAD.match(line):
+            # NOTE: a collector's own prefix (cloud logging's `INFO 2025-11-19T20:16:36Z
+            # [resource.labels…]`, a pod name) in front of vLLM's record: dropped
+            e = _EMBEDDED.search(line, 1)
+            if e is not None:
+                return split_prefix(line[e.start():])
         return None, line
     return f"{m.group(1)}:{m.group(2)}", line[m.end():]
 
