@@ -143,8 +143,10 @@ def main(argv: list[str]) -> int:
                          fix="Write `vramguard run [options] -- vllm serve MODEL ...`")
     pasted = opts.pasted
     if len(pasted) == 1 and pasted[0].split() != pasted:     # one quoted command line
-        from ..sources.vllm_args import split_command_line
-        pasted = split_command_line(pasted[0])
+        from ..sources.vllm_launch import split_snippet
+        pasted, notes = split_snippet(pasted[0])
+        for note in notes:
+            _say(f"note: {note}")
     env_words, command = split_env(pasted)
     if not command:
         raise UsageError("the command after `--` is only VAR=value words", where="the command",
