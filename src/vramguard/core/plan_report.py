@@ -18,6 +18,7 @@ from .arch_support import native_releases, not_native
 from .effective import DEFAULT, DERIVED, USER
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
+from .shard_fix import shard_shape
 from .kv_quant import TURBOQUANT, skip_layers
 from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
@@ -456,6 +457,22 @@ class PlanReport:
                     f"(measured peer link: {self.gpu.peer_link})")
         return "; no custom all-reduce memory counted (turned off, or not NVLink-class GPUs)"
 
+    def _shard_fix(self) -> Fix:
+        """The fewest GPUs like this one that hold the weights (`shard_fix`)."""
+        shape = shard_shape(self.spec, self.s, self.gpu, self.R,
+                            max(st.weights.value_bytes for st in self.stages),
+                            max(st.activation.value_bytes + st.non_torch.value_bytes
+                                for st in self.stages))
+        if shape is None:
+            return Fix("the weights do not fit on 64 GPUs like this one (8 x 8): quantize "
+                       "them or use larger GPUs", {})
+        tp, pp, weights = shape
+        more_pp = pp != self.s.pipeline_parallel_size
+        flags = {"--tensor-parallel-size": str(tp)} | (
+            {"--pipeline-parallel-size": str(pp)} if more_pp else {})
+        return Fix(f"shard the weights: -tp {tp}{f' -pp {pp}' if more_pp else ''} ({tp * pp} "
+                   f"GPUs, ~{weights / GIB:.1f} GiB of weights each)", flags)
+
     def _fixes(self, cap: KvCapacity | None) -> tuple[Fix, ...]:
         if self.fail is None:
             return ()
@@ -464,8 +481,7 @@ class PlanReport:
         out: list[Fix] = []
         max_u = min(0.98, math.floor(self.F / self.T * 100) / 100)
         tp2 = s.tensor_parallel_size * 2
-        heads = self.spec.num_attention_heads or 1
-        tp_ok = heads % tp2 == 0
+        tp_ok = (self.spec.num_attention_heads or 1) % tp2 == 0
 
         def util_for(extra_bytes: float) -> float | None:
             u = math.ceil((self.R + extra_bytes) / self.T * 100) / 100
@@ -473,12 +489,13 @@ class PlanReport:
 
         if f == F.FREE_MEMORY_BELOW_REQUEST:
             u = math.floor(self.F / self.T * 100) / 100 - 0.01
-            out.append(Fix(f"lower --gpu-memory-utilization to {u:.2f} (free memory is "
-                           f"{self.F / GIB:.2f} GiB)", {"--gpu-memory-utilization": f"{u:.2f}"}))
+            if u > 0:           # NOTE: else nothing is free: no utilization helps
+                out.append(Fix(f"lower --gpu-memory-utilization to {u:.2f} (free memory "
+                               f"is {self.F / GIB:.2f} GiB)",
+                               {"--gpu-memory-utilization": f"{u:.2f}"}))
             out.append(Fix("stop the other processes on the GPU", {}))
         elif f in (F.WEIGHTS_OOM, F.PROFILE_RUN_OOM):
-            if tp_ok:
-                out.append(Fix(f"shard the weights: -tp {tp2}", {"--tensor-parallel-size": str(tp2)}))
+            out.append(self._shard_fix())
             if f == F.PROFILE_RUN_OOM:
                 out.append(Fix("lower --max-num-batched-tokens to 2048",
                                {"--max-num-batched-tokens": "2048"}))
