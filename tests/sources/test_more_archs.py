@@ -261,3 +261,27 @@ def test_gemma3n_towers_mobilenet_and_audio():
     assert (s.vision.image_size // s.vision.patch_size) ** 2 == 256      # tokens per image
     assert abs(s.num_params() - 7_818_674_256) / 7_818_674_256 < 0.001   # "8B raw"
     assert s.token_buffer_elems == 35 * 256          # the per-layer-embedding input buffer
+
+
+# DeepSeek-OCR's language model: a DeepSeek-V2 MoE config whose `kv_lora_rank` is null and
+# `use_mla` false (the fields vLLM reads; qk/v head dims 0 = unused). vLLM's `is_deepseek_mla`
+# needs a kv_lora_rank: this is plain multi-head attention, head_dim = hidden / heads.
+DEEPSEEK_V2_NO_MLA = {
+    "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+    "hidden_size": 1280, "intermediate_size": 6848, "moe_intermediate_size": 896,
+    "num_attention_heads": 10, "num_key_value_heads": 10, "num_hidden_layers": 12,
+    "first_k_dense_replace": 1, "n_routed_experts": 64, "n_shared_experts": 2,
+    "num_experts_per_tok": 6, "kv_lora_rank": None, "q_lora_rank": None,
+    "qk_nope_head_dim": 0, "qk_rope_head_dim": 0, "v_head_dim": 0, "use_mla": False,
+    "vocab_size": 129280, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+
+
+def test_a_deepseek_v2_config_without_kv_lora_rank_is_plain_attention():
+    s = spec_from_config(dict(DEEPSEEK_V2_NO_MLA), name="deepseek-v2-no-mla")
+    assert not s.uses_mla
+    att = s.layers[0].attention
+    assert (att.kind, att.num_kv_heads, att.head_dim) == (FULL, 10, 128)
+    assert att.v_head_dim in (None, 128)
+    # KV per token: 12 layers x 2 (K, V) x 10 heads x 128 x 2 bytes
+    assert sum(2 * l.attention.num_kv_heads * l.attention.head_dim * 2 for l in s.layers) \
+        == 12 * 2 * 10 * 128 * 2

@@ -327,7 +327,9 @@ def _family(t: Fields, mt: str, top_type: str) -> str:
         return "deepseek_v4"
     if mt == "longcat_flash":
         return "longcat"
-    if mt in MLA_TYPES or (t.has("kv_lora_rank") and t.has("qk_rope_head_dim")):
+    # NOTE: vLLM's `is_deepseek_mla`: an MLA model type with a kv_lora_rank (DeepSeek-OCR's
+    # DeepSeek-V2 language model has `kv_lora_rank: null`, `use_mla: false`: plain attention)
+    if t.has("kv_lora_rank") and (mt in MLA_TYPES or t.has("qk_rope_head_dim")):
         return "mla"
     if mt in GDN_TYPES or top_type in GDN_TYPES or t.has("linear_num_value_heads"):
         return "gdn"

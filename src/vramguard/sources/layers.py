@@ -335,7 +335,8 @@ def build_decoder(a: Arch) -> Body:
 def layer_heads(a: Arch, kind: str) -> tuple[int, int, int, int | None]:
     """(q heads, kv heads, K head dim, V head dim or None) of a layer of this kind."""
     t = a.t
-    v_dim = t.opt_int("v_head_dim", hi=LIMITS["hidden"])
+    # NOTE: 0 is "not used" (DeepSeek-OCR's plain-attention DeepSeek-V2 config), not a size
+    v_dim = t.opt_int("v_head_dim", lo=0, hi=LIMITS["hidden"]) or None
     if kind == SLIDING and t.has("swa_num_key_value_heads"):           # MiMo-V2
         return (t.int("swa_num_attention_heads", default=a.heads, hi=LIMITS["heads"]),
                 t.int("swa_num_key_value_heads", hi=LIMITS["heads"]),
