@@ -193,3 +193,33 @@ def test_spelling_and_flag_tables_agree_with_arg_utils():
         if flag in ENGINE_FLAGS and flag != "-O":
             assert ENGINE_FLAGS[flag] == f"{first}-{last or ''}", flag
     assert ENGINE_FLAGS["-O"] == "0.6.5-0.11.2"
+
+
+@pytest.mark.parametrize("launcher,positional,version,what", [
+    ("vllm serve", False, "0.6.0",
+     "vllm serve: error: the following arguments are required: model_tag"),
+    ("vllm serve", False, "0.8.2",
+     "vllm serve: error: the following arguments are required: model_tag"),
+    ("vllm serve", False, "0.8.3", None),             # model_tag optional from 0.8.3
+    ("vllm serve", True, "0.5.2", None),
+    ("vllm serve", True, "0.5.1", "vLLM 0.5.1 has no `vllm serve` command (the vllm command "
+                                  "is new in 0.5.2)"),
+    ("python -m vllm.entrypoints.openai.api_server", False, "0.4.0", None),
+    ("vllm serve", False, "0.6.4.dev12+gabc", None),  # a development build: not judged
+])
+def test_vllm_serve_by_release(launcher, positional, version, what):
+    from vramguard.core.parser_flags import check_launcher
+    if what is None:
+        check_launcher(launcher, positional, version)
+        return
+    with pytest.raises(UsageError) as e:
+        check_launcher(launcher, positional, version)
+    assert e.value.what == what
+
+
+def test_a_pasted_serve_with_only_model_flag_on_an_old_release(capsys):
+    rc = main(["plan", "--gpu", "H100", "--offline", "--vllm-version", "0.6.0", "--", "vllm",
+               "serve", "--model", "Qwen/Qwen2.5-7B-Instruct"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "the following arguments are required: model_tag" in err
+    assert err.count("vllm serve: error") == 1

@@ -14,7 +14,7 @@ from .errors import UsageError
 from .rules import parse_version
 from .validation import _GONE_FIX, _is_dev_build, _span_text, _unrecognized
 
-__all__ = ["check_parser_flags", "flag_releases"]
+__all__ = ["check_parser_flags", "check_launcher", "flag_releases"]
 
 _INDEX = {v: i for i, v in enumerate(EXAMINED)}
 
@@ -22,6 +22,9 @@ _INDEX = {v: i for i, v in enumerate(EXAMINED)}
 # flag it needs, first release). From 0.6.0 the chat server needs a tool parser for
 # automatic tool choice (`serving_chat.py`, from 0.11.1 `validate_parsed_serve_args`); from
 # 0.11.0 logging outputs needs logging requests.
+# NOTE: `vllm serve` (vllm/scripts.py, the `vllm` console script) arrived in 0.5.2; its
+# positional model_tag was required until 0.8.3 made it optional (nargs="?").
+_SERVE_CLI, _MODEL_TAG_OPTIONAL = "0.5.2", "0.8.3"
 _REQUIRES = (("--enable-auto-tool-choice", "--tool-call-parser", "0.6.0"),
              ("--enable-log-outputs", "--enable-log-requests", "0.11.0"))
 
@@ -56,6 +59,25 @@ def _typed_name(flag: str, tokens: tuple[str, ...]) -> str:
     """The name as typed where it is a short option (`-asc`), else the flag."""
     typed = tokens[0].split("=", 1)[0] if tokens else flag
     return typed if typed.startswith("-") and not typed.startswith("--") else flag
+
+
+def check_launcher(launcher: str, model_positional: bool, version: str | None) -> None:
+    """`vllm serve` as the release has it: no `vllm` command before 0.5.2, and the model as
+    its positional `model_tag` (argparse requires it) up to 0.8.2; `--model` alone from
+    0.8.3. Other launchers and development builds are not judged."""
+    version = version or EXAMINED[-1]
+    if launcher != "vllm serve" or _is_dev_build(version):
+        return
+    if parse_version(version) < parse_version(_SERVE_CLI):
+        raise UsageError(f"vLLM {version} has no `vllm serve` command (the vllm command is "
+                         f"new in {_SERVE_CLI})", where=None,
+                         fix="start it with python -m vllm.entrypoints.openai.api_server "
+                             "--model MODEL ..., or plan with the --vllm-version you run")
+    if not model_positional and parse_version(version) < parse_version(_MODEL_TAG_OPTIONAL):
+        raise UsageError("vllm serve: error: the following arguments are required: model_tag",
+                         where=None,
+                         fix=f"write the model first, `vllm serve MODEL ...` (vLLM {version} "
+                             f"needs it there; --model alone works from {_MODEL_TAG_OPTIONAL})")
 
 
 def check_parser_flags(args: tuple[tuple[str, tuple[str, ...]], ...], version: str | None,

@@ -60,6 +60,7 @@ class VllmCommand:
     args: tuple[str, ...] = ()            # vLLM's args as given (model included)
     # the `ignored` flags with their tokens as given, in order (a --config file's too)
     ignored_args: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    model_positional: bool = False        # the model given as `vllm serve MODEL` (model_tag)
 
     @property
     def config_overrides(self) -> dict:
@@ -248,7 +249,8 @@ def parse_vllm_args(tokens: list[str], *, strict: bool = True, base: Settings | 
                        ignored=tuple(scan.ignored),
                        unmodeled=tuple(scan.unmodeled), unknown=tuple(scan.unknown),
                        notes=tuple(notes), config_file=config_file, args=tuple(tokens),
-                       ignored_args=tuple(scan.ignored_args))
+                       ignored_args=tuple(scan.ignored_args),
+                       model_positional=bool(positionals))
 
 
 def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCommand:
