@@ -320,6 +320,26 @@ def test_docker_latest_tag_and_positional_model():
     assert cmd.version_hint is None and cmd.model == "Qwen/Qwen3-8B"
 
 
+@pytest.mark.parametrize("line,image", [
+    ("python -m vllm.entrypoints.openai.api_server Qwen/Qwen3-8B --port 8000", False),
+    ("docker run --gpus all vllm/vllm-openai:v0.8.5 Qwen/Qwen3-8B", True),
+    ("docker run --gpus all vllm/vllm-openai:v0.11.0 Qwen/Qwen3-8B", True),
+])
+def test_a_positional_model_for_the_api_server_module(line, image):
+    """The api_server module (the image's entry point up to 0.11.0) refuses a positional model
+    before 0.10 and ignores it from 0.10 (only `vllm serve` reads model_tag)."""
+    with pytest.raises(UsageError) as e:
+        parse_vllm_command(line)
+    assert e.value.what.startswith("unexpected argument 'Qwen/Qwen3-8B': ")
+    assert ("the image's api_server entry point" in e.value.what) == image
+    assert e.value.fix.startswith("write --model MODEL")
+
+
+def test_the_image_runs_vllm_serve_from_0_11_1():
+    line = "docker run --gpus all vllm/vllm-openai:v0.11.1 Qwen/Qwen3-8B"
+    assert parse_vllm_command(line).model == "Qwen/Qwen3-8B"
+
+
 def test_positional_model_wins_over_flag():
     assert parse_vllm_command(["vllm", "serve", "a", "--model", "b"]).model == "a"
 

@@ -277,14 +277,22 @@ def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCom
     tokens = launch.strip_env(tokens, env)
     version = None
     launcher = None
+    api_server_image = False
     if tokens and tokens[0].rsplit("/", 1)[-1] in launch.CONTAINER_TOOLS:
-        tokens, version, _image = launch.docker_args(tokens, env)
+        tokens, version, image = launch.docker_args(tokens, env)
         tokens = launch.strip_env(tokens, env)
         launcher = "docker"
+        api_server_image = launch.api_server_image(image, version)
     name, args, positional_ok = launch.find_vllm_args(tokens)
     prefix = tuple(all_tokens[:len(all_tokens) - len(args)])   # each step kept a suffix
-    cmd = parse_vllm_args(args, strict=strict, positional_model=positional_ok,
-                          where=None)
+    api_server = api_server_image or name == "python -m vllm.entrypoints.openai.api_server"
+    try:
+        cmd = parse_vllm_args(args, strict=strict, where=None,
+                              positional_model=positional_ok and not api_server_image)
+    except UsageError as exc:
+        if api_server and exc.what.startswith("unexpected argument"):
+            raise launch.api_server_positional(exc.what, api_server_image) from None
+        raise
     from dataclasses import replace
 
     from .vllm_flags import UNMODELED_ENV

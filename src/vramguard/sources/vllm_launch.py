@@ -95,6 +95,26 @@ def docker_args(tokens: list[str], env: dict[str, str]) -> tuple[list[str], str 
     return tokens[i + 1:], (m.group(1) if m else None), image
 
 
+# NOTE: vllm/vllm-openai's ENTRYPOINT is `python3 -m vllm.entrypoints.openai.api_server` up to
+# 0.11.0 and `vllm serve` from 0.11.1 (each release's docker/Dockerfile).
+_IMAGE_SERVE_FROM = (0, 11, 1)
+
+
+def api_server_image(image: str, version: str | None) -> bool:
+    """Whether the official image runs the OpenAI api_server module (not `vllm serve`):
+    tags before 0.11.1 (`latest` and untagged: the newest)."""
+    return "vllm-openai" in image and version is not None and _before(version, _IMAGE_SERVE_FROM)
+
+
+def api_server_positional(what: str, image: bool) -> UsageError:
+    """A positional model given to the api_server module: refused before 0.10 ("unrecognized
+    arguments"), parsed and ignored from 0.10 (only `vllm serve` reads model_tag)."""
+    where = "the image's api_server entry point" if image else "api_server"
+    return UsageError(f"{what}: {where} takes the model as --model MODEL", where=None,
+                      fix="write --model MODEL (vLLM refuses a positional model before 0.10 "
+                          "and ignores it from 0.10, serving its default model)")
+
+
 def find_vllm_args(tokens: list[str]) -> tuple[str, list[str], bool]:
     """Find where vLLM's own args start. Returns (launcher, args, model_positional_ok)."""
     if not tokens:
