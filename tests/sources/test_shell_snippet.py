@@ -101,3 +101,11 @@ def test_a_pasted_snippet_through_the_command_parser():
     assert cmd.settings.max_model_len == 65536 and not cmd.settings.enforce_eager
     assert cmd.env == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
     assert cmd.notes[0] == "the pasted snippet has 2 vLLM launch commands; the first is read"
+
+
+def test_nested_expansions_stop_and_a_huge_paste_is_refused():
+    nested = "vllm serve " + "${A:-" * 1000 + "m" + "}" * 1000
+    words, _ = launch_words(nested)           # NOTE: linear: 8 levels expanded, the rest kept
+    assert words[:2] == ["vllm", "serve"] and words[2].startswith("${A:-")
+    with pytest.raises(UsageError, match="a launch command is a few KiB"):
+        launch_words("vllm serve m " + "x" * (300 << 10))

@@ -29,12 +29,17 @@ _BREAK = " \t\r\n;&|<>"
 _PLACEHOLDER = re.compile(r"<[A-Za-z0-9_.:/-]+>(?=[\s;&|]|$)")
 
 
+# NOTE: a pasted launch is a few KiB; expansions nest a few levels at most.
+MAX_SNIPPET_CHARS = 256 << 10
+_MAX_DEPTH = 8
+
+
 class _Lexer:
     """Words and command boundaries of a POSIX shell snippet (no execution)."""
 
-    def __init__(self, text: str, env: dict[str, str]):
+    def __init__(self, text: str, env: dict[str, str], depth: int = 0):
         self.text, self.n, self.i = text, len(text), 0
-        self.env = env
+        self.env, self.depth = env, depth
         self.commands: list[list[str]] = []
         self.words: list[str] = []
         self.word: list[str] | None = None
@@ -190,7 +195,7 @@ class _Lexer:
 
     def _brace(self, inner: str, written: str) -> str:
         m = _NAME.match(inner)
-        if not m:
+        if not m or self.depth >= _MAX_DEPTH:
             return written
         name, op = m.group(0), inner[m.end():]
         value = self.env.get(name)
@@ -200,12 +205,12 @@ class _Lexer:
             if op.startswith(sym):
                 word = op[len(sym):]
                 unset = value is None or (sym == ":-" and value == "")
-                return _words_text(word, self.env) if unset else value
+                return _words_text(word, self.env, self.depth + 1) if unset else value
         for sym in (":+", "+"):
             if op.startswith(sym):
                 word = op[len(sym):]
                 is_set = value is not None and (sym == "+" or value != "")
-                return _words_text(word, self.env) if is_set else ""
+                return _words_text(word, self.env, self.depth + 1) if is_set else ""
         return written
 
 
@@ -229,15 +234,20 @@ def _closing(text: str, open_at: int, opening: str, closing: str) -> int:
     return len(text)
 
 
-def _words_text(word: str, env: dict[str, str]) -> str:
+def _words_text(word: str, env: dict[str, str], depth: int) -> str:
     """A `${VAR:-word}` word as the shell gives it (its own quotes and expansions applied),
     joined by spaces (the caller splits it into words)."""
-    lexer = _Lexer(word, dict(env))
+    lexer = _Lexer(word, dict(env), depth)
     return " ".join(w for cmd in lexer.run() for w in cmd)
 
 
 def commands(text: str) -> tuple[list[list[str]], dict[str, str]]:
     """The snippet's commands as word lists, and the variables it sets (in order)."""
+    if len(text) > MAX_SNIPPET_CHARS:
+        raise UsageError(f"the pasted command is {len(text) >> 10} KiB; a launch command is a "
+                         f"few KiB (at most {MAX_SNIPPET_CHARS >> 10} KiB is read)",
+                         where="command line", fix="Paste the vllm serve line (and the "
+                                                   "export lines before it) only.")
     env: dict[str, str] = {}
     return _Lexer(text, env).run(), env
 
