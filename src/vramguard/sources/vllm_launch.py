@@ -33,7 +33,11 @@ def split_command_line(text: str) -> list[str]:
 
 
 def split_snippet(text: str) -> tuple[list[str], list[str]]:
-    """`shell_snippet.launch_words`: (the launch's words, notes)."""
+    """(the launch's words, notes) of a pasted shell snippet (`shell_snippet.launch_words`),
+    or of a pasted Kubernetes manifest / compose file (`manifests.launch_from_manifest`)."""
+    from .manifests import launch_from_manifest, looks_like_manifest
+    if looks_like_manifest(text):
+        return launch_from_manifest(text)
     from .shell_snippet import launch_words
     return launch_words(text)
 

@@ -39,8 +39,15 @@ def human_readable_int(text: str) -> int | None:
     return int(number) * _BIN.get(suffix, 1)
 
 
+_UNSET_VAR = re.compile(r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$")
+
+
 def _bad(flag: str, value: object, allowed: str) -> UsageError:
-    return UsageError(f"invalid value {value!r}", where=flag, fix=f"Expected {allowed}.")
+    fix = f"Expected {allowed}."
+    if isinstance(value, str) and _UNSET_VAR.match(value):
+        # NOTE: a template's variable the pasted text does not set (envsubst, .env, Helm)
+        fix += f" {value} is a variable the pasted text does not set: write its value."
+    return UsageError(f"invalid value {value!r}", where=flag, fix=fix)
 
 
 def _to_int(flag: str, value: object, spec: _Flag, human: bool) -> int:

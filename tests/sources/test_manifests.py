@@ -1,0 +1,96 @@
+"""Pasted Kubernetes manifests and compose files down to their vLLM launch
+(sources/manifests.py; written here in the shapes deployments use)."""
+
+import pytest
+
+from vramguard.errors import UsageError
+from vramguard.sources.manifests import launch_from_manifest, looks_like_manifest
+from vramguard.sources.vllm_args import parse_vllm_command
+
+DEPLOYMENT = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: llm
+spec:
+  template:
+    spec:
+      initContainers:
+        - name: fetch
+          image: busybox
+          command: ["sh", "-c", "echo vllm"]
+      containers:
+        - name: sidecar
+          image: nginx:1.25
+        - name: server
+          image: vllm/vllm-openai:v0.10.1
+          env:
+            - name: VLLM_USE_V1
+              value: "1"
+            - name: HF_TOKEN
+              valueFrom: {secretKeyRef: {name: hf, key: token}}
+          command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+          args: ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192", "-tp", "2"]
+"""
+
+
+def test_a_deployments_container_command_and_args():
+    words, notes = launch_from_manifest(DEPLOYMENT)
+    assert words == ["VLLM_USE_V1=1", "python3", "-m", "vllm.entrypoints.openai.api_server",
+                     "--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192", "-tp", "2"]
+    assert notes == ["read from the Deployment's container 'server'"]
+    cmd = parse_vllm_command(DEPLOYMENT)
+    assert cmd.model == "Qwen/Qwen2.5-7B-Instruct" and cmd.settings.tensor_parallel_size == 2
+    assert cmd.env == {"VLLM_USE_V1": "1"} and cmd.notes[0].startswith("read from")
+
+
+def test_a_shell_script_and_the_images_own_entry_point():
+    sh = DEPLOYMENT.replace(
+        '          command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n'
+        '          args: ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192", '
+        '"-tp", "2"]\n',
+        '          command: ["/bin/sh", "-c"]\n'
+        '          args: ["pip list | grep vllm; vllm serve Qwen/Qwen2.5-7B-Instruct --port 80"]\n')
+    assert launch_from_manifest(sh)[0][-5:] == ["vllm", "serve", "Qwen/Qwen2.5-7B-Instruct",
+                                                "--port", "80"]
+    image_only = DEPLOYMENT.replace(
+        '          command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n', "")
+    cmd = parse_vllm_command(image_only)
+    assert cmd.launcher == "docker" and cmd.version_hint == "0.10.1"
+    assert cmd.model == "Qwen/Qwen2.5-7B-Instruct"
+
+
+COMPOSE = """\
+name: llm
+services:
+  db:
+    image: postgres:16
+  vllm:
+    image: vllm/vllm-openai:latest
+    command: >
+      --model ${MODEL:-Qwen/Qwen3-8B}
+      --max-model-len 4096
+      --gpu-memory-utilization ${GPU_UTIL}
+    environment:
+      VLLM_LOGGING_LEVEL: DEBUG
+"""
+
+
+def test_a_compose_service_with_interpolation():
+    words, notes = launch_from_manifest(COMPOSE)
+    assert words == ["VLLM_LOGGING_LEVEL=DEBUG", "docker", "run", "vllm/vllm-openai:latest",
+                     "--model", "Qwen/Qwen3-8B", "--max-model-len", "4096",
+                     "--gpu-memory-utilization", "${GPU_UTIL}"]
+    assert notes == ["read from the compose service 'vllm'"]
+    with pytest.raises(UsageError) as e:
+        parse_vllm_command(COMPOSE)               # the variable the file does not set
+    assert "${GPU_UTIL} is a variable the pasted text does not set" in e.value.fix
+
+
+def test_what_is_not_a_manifest_or_runs_no_vllm():
+    assert not looks_like_manifest("max-model-len: 4096\ngpu-memory-utilization: 0.9\n")
+    assert not looks_like_manifest("export A=1\nvllm serve m\n")
+    with pytest.raises(UsageError, match="no container or service in the pasted YAML runs vLLM"):
+        launch_from_manifest("services:\n  db:\n    image: postgres\n")
+    with pytest.raises(UsageError, match=r"not valid YAML \(line \d+\)"):
+        launch_from_manifest("services:\n  a: [\n    containers: {\n")
