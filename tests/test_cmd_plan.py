@@ -184,6 +184,30 @@ def test_gpu_memory_gib_alone_and_override(capsys):
     assert rc == 0 and json.loads(out)["per_gpu"]["total_bytes"] == 70 << 30
 
 
+def test_a_given_total_is_the_users(capsys):
+    rc, out, _ = run(capsys, MODEL, "--offline", "--json", "--gpu", "RTX-4090",
+                     "--gpu-memory-gib", "47.5")
+    rank = json.loads(out)["ranks"][0]
+    assert rc == 0 and rank["terms"]["total"]["source"] == "user"
+    rc, out, _ = run(capsys, MODEL, "--offline", "--json", "--gpu", "A100-80GB")
+    assert json.loads(out)["ranks"][0]["terms"]["total"]["source"] == "catalog"
+
+
+@pytest.mark.parametrize("name,want", [("RTX 4090 24GB", "RTX-4090"), ("H200 141GB", "H200"),
+                                       ("A100 80 GB", "A100-80GB"), ("RTX 3090 24G", "RTX-3090"),
+                                       ("RTX 4070 12GB", "RTX-4070")])
+def test_gpu_names_with_their_memory_size(name, want):
+    from vramguard.core.gpu_catalog import lookup_gpu
+    assert lookup_gpu(name).name == want
+
+
+def test_a_size_the_card_does_not_have_says_what_to_pass(capsys):
+    rc, _, err = run(capsys, MODEL, "--offline", "--gpu", "RTX 4090 48GB")
+    assert rc == 2
+    assert ("the catalog's RTX-4090 has 24 GB, not 48GB: pass --gpu RTX-4090 --gpu-memory-gib"
+            in err)
+
+
 def test_gpu_counts_and_lists(capsys):
     """`--gpu` takes tune's forms (`H100:2`, `2xH100`, `A,B`, repeated): one model plans the
     same as its bare name (the GPU count is TP x PP); several models plan the smallest card,

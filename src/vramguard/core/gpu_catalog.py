@@ -130,12 +130,39 @@ def lookup_gpu(name: str) -> GpuSpec:
     key = _norm(name or "")
     if key in _INDEX:
         return _INDEX[key]
+    sized = _by_size(name or "")
+    if isinstance(sized, GpuSpec):
+        return sized
+    if sized is not None:
+        raise UsageError(f"unknown GPU {name!r}", where="--gpu", fix=sized)
     close = difflib.get_close_matches(key, list(_INDEX), n=3, cutoff=0.6)
     names = sorted({_INDEX[k].name for k in close})
     hint = f"Did you mean {', '.join(names)}? " if names else ""
     raise UsageError(f"unknown GPU {name!r}", where="--gpu",
                      fix=f"{hint}Known: {', '.join(g.name for g in CATALOG)}; or pass "
                          "--gpu-memory-gib with the total CUDA reports")
+
+
+_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:gib|gb|g)\b", re.I)
+_SMI_MIB = {row[0]: row[2] for row in _ROWS}
+
+
+def _by_size(name: str) -> GpuSpec | str | None:
+    """A name with its memory size ("RTX 4090 24GB"): the entry when the size is that card's
+    (within 10 %, 2 GB at least); else what to do instead (a text); None without a size."""
+    m = _SIZE.search(name)
+    if not m:
+        return None
+    spec = _INDEX.get(_norm(name[:m.start()] + name[m.end():]))
+    if spec is None:
+        return None
+    given = float(m.group(1))
+    smi = _SMI_MIB.get(spec.name)
+    size = smi / 1024 if smi else spec.total_bytes / _GIB
+    if abs(size - given) <= max(2.0, 0.1 * given):
+        return spec
+    return (f"the catalog's {spec.name} has {size:.0f} GB, not {m.group(0).strip()}: pass "
+            f"--gpu {spec.name} --gpu-memory-gib with the total CUDA reports for your card")
 
 
 def list_gpus() -> tuple[GpuSpec, ...]:

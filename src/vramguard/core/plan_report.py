@@ -18,7 +18,7 @@ from .arch_support import native_releases, not_native
 from .effective import DEFAULT, DERIVED, USER
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
-from .shard_fix import shard_shape
+from .shard_fix import shard_fix
 from .kv_quant import TURBOQUANT, skip_layers
 from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
@@ -32,6 +32,9 @@ __all__ = ["PlanReport"]
 _ledger, _outcome, _plan = maker(Ledger), maker(Outcome), maker(Plan)
 _estimate = maker(Estimate)
 _CATALOG, _DERIVED_SRC, _MEASURED = Source.CATALOG, Source.DERIVED, Source.MEASURED
+# NOTE: where the GPU's total came from (`GpuSpec.source`): the catalog, --gpu-memory-gib,
+# NVML; else derived (nvidia-smi MiB minus the driver's share)
+_GPU_SOURCE = {"catalog": Source.CATALOG, "user": Source.USER, "nvml": Source.MEASURED}
 _NOT_BUDGETED = "not budgeted in this version: must fit outside u x total"
 # NOTE: releases whose config has a cudagraph_mode (0.10.1+): the plan echoes its value.
 _HAS_CUDAGRAPH_MODE = frozenset({"level", "opt", "opt_piecewise", "opt_decode"})
@@ -68,7 +71,7 @@ class PlanReport:
         T, F = int(self.T), self.F
         # NOTE: `Estimate.exact(...)` built with `_estimate` (the same object, no __init__).
         total = _estimate(value_bytes=T, low_bytes=T, high_bytes=T,
-                          source=_CATALOG if self.gpu.source == "catalog" else _DERIVED_SRC,
+                          source=_GPU_SOURCE.get(self.gpu.source, _DERIVED_SRC),
                           note=self.gpu.name)
         if self.free_given:
             f = int(F)
@@ -457,22 +460,6 @@ class PlanReport:
                     f"(measured peer link: {self.gpu.peer_link})")
         return "; no custom all-reduce memory counted (turned off, or not NVLink-class GPUs)"
 
-    def _shard_fix(self) -> Fix:
-        """The fewest GPUs like this one that hold the weights (`shard_fix`)."""
-        shape = shard_shape(self.spec, self.s, self.gpu, self.R,
-                            max(st.weights.value_bytes for st in self.stages),
-                            max(st.activation.value_bytes + st.non_torch.value_bytes
-                                for st in self.stages))
-        if shape is None:
-            return Fix("the weights do not fit on 64 GPUs like this one (8 x 8): quantize "
-                       "them or use larger GPUs", {})
-        tp, pp, weights = shape
-        more_pp = pp != self.s.pipeline_parallel_size
-        flags = {"--tensor-parallel-size": str(tp)} | (
-            {"--pipeline-parallel-size": str(pp)} if more_pp else {})
-        return Fix(f"shard the weights: -tp {tp}{f' -pp {pp}' if more_pp else ''} ({tp * pp} "
-                   f"GPUs, ~{weights / GIB:.1f} GiB of weights each)", flags)
-
     def _fixes(self, cap: KvCapacity | None) -> tuple[Fix, ...]:
         if self.fail is None:
             return ()
@@ -495,7 +482,7 @@ class PlanReport:
                                {"--gpu-memory-utilization": f"{u:.2f}"}))
             out.append(Fix("stop the other processes on the GPU", {}))
         elif f in (F.WEIGHTS_OOM, F.PROFILE_RUN_OOM):
-            out.append(self._shard_fix())
+            out.append(shard_fix(self.spec, self.s, self.gpu, self.R, self.stages))
             if f == F.PROFILE_RUN_OOM:
                 out.append(Fix("lower --max-num-batched-tokens to 2048",
                                {"--max-num-batched-tokens": "2048"}))

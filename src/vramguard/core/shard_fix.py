@@ -13,9 +13,11 @@ from dataclasses import replace
 from . import _memo
 from .gpu import GpuSpec
 from .model import ModelSpec
+from .plan import Fix
+from .provenance import GIB
 from .settings import Settings
 
-__all__ = ["shard_shape"]
+__all__ = ["shard_shape", "shard_fix"]
 
 # NOTE: one node of 8 GPUs first (tensor parallel), then pipeline stages over nodes.
 _MAX_TP = 8
@@ -52,3 +54,21 @@ def shard_shape(spec: ModelSpec, s: Settings, gpu: GpuSpec, budget_bytes: float,
         if weights + other_bytes <= budget_bytes:
             return tp, pp, weights
     return None
+
+
+def shard_fix(spec: ModelSpec, s: Settings, gpu: GpuSpec, request_bytes: float, stages) -> Fix:
+    """The plan's fix for weights that do not fit (`stages`: the failed plan's per-stage
+    terms, with `weights`, `activation`, `non_torch` estimates)."""
+    shape = shard_shape(spec, s, gpu, request_bytes,
+                        max(st.weights.value_bytes for st in stages),
+                        max(st.activation.value_bytes + st.non_torch.value_bytes
+                            for st in stages))
+    if shape is None:
+        return Fix("the weights do not fit on 64 GPUs like this one (8 x 8): quantize them or "
+                   "use larger GPUs", {})
+    tp, pp, weights = shape
+    more_pp = pp != s.pipeline_parallel_size
+    flags = {"--tensor-parallel-size": str(tp)} | (
+        {"--pipeline-parallel-size": str(pp)} if more_pp else {})
+    return Fix(f"shard the weights: -tp {tp}{f' -pp {pp}' if more_pp else ''} ({tp * pp} GPUs, "
+               f"~{weights / GIB:.1f} GiB of weights each)", flags)
