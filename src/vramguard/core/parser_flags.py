@@ -18,13 +18,13 @@ __all__ = ["check_parser_flags", "check_launcher", "flag_releases"]
 
 _INDEX = {v: i for i, v in enumerate(EXAMINED)}
 
+# NOTE: `vllm serve` (vllm/scripts.py, the `vllm` console script) arrived in 0.5.2; its
+# positional model_tag was required until 0.8.3 made it optional (nargs="?").
+_SERVE_CLI, _MODEL_TAG_OPTIONAL = "0.5.2", "0.8.3"
 # NOTE: the front end refuses these at start-up (a TypeError before it serves): (flag, the
 # flag it needs, first release). From 0.6.0 the chat server needs a tool parser for
 # automatic tool choice (`serving_chat.py`, from 0.11.1 `validate_parsed_serve_args`); from
 # 0.11.0 logging outputs needs logging requests.
-# NOTE: `vllm serve` (vllm/scripts.py, the `vllm` console script) arrived in 0.5.2; its
-# positional model_tag was required until 0.8.3 made it optional (nargs="?").
-_SERVE_CLI, _MODEL_TAG_OPTIONAL = "0.5.2", "0.8.3"
 _REQUIRES = (("--enable-auto-tool-choice", "--tool-call-parser", "0.6.0"),
              ("--enable-log-outputs", "--enable-log-requests", "0.11.0"))
 
