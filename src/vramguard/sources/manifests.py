@@ -8,7 +8,8 @@ service that runs vLLM and returns the argv words of its launch, as a pasted com
 would give them: `VAR=value` words first, then the command (`docker run IMAGE ARGS` where the
 image's entry point runs, so its tag and entry point are judged like a docker line). `sh -c`
 scripts go through `shell_snippet`; compose's `${VAR:-default}` takes the default. Nothing
-else in the file is read (resources, volumes). PyYAML's safe loader only.
+else in the file is read (resources, volumes). PyYAML's safe loader only (through
+`vllm_args.load_yaml_documents`, the one yaml adapter).
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ def looks_like_manifest(text: str) -> bool:
 
 
 def _load(text: str) -> list:
-    import yaml
-    try:
-        return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise UsageError(f"the pasted manifest is not valid YAML{where}", where="command line",
-                         fix="Paste the whole file, or the vllm serve line only.") from None
+    from .shell_snippet import MAX_SNIPPET_CHARS
+    from .vllm_args import load_yaml_documents      # NOTE: the one yaml adapter
+    if len(text) > MAX_SNIPPET_CHARS:
+        raise UsageError(f"the pasted manifest is {len(text) >> 10} KiB (at most "
+                         f"{MAX_SNIPPET_CHARS >> 10} KiB is read)", where="command line",
+                         fix="Paste the Deployment or the compose service that runs vLLM.")
+    return [d for d in load_yaml_documents(text, "command line") if isinstance(d, dict)]
 
 
 def _containers(node, found: list) -> None:
@@ -128,7 +128,11 @@ def launch_from_manifest(text: str) -> tuple[list[str], list[str]]:
                     env = _interpolate(_env_words(svc.get("environment")))
                     return env + words, [f"read from the compose service {name!r}", *notes]
         found: list = []
-        _containers(doc, found)
+        try:
+            _containers(doc, found)
+        except RecursionError:
+            raise UsageError("the pasted YAML is nested too deeply", where="command line",
+                             fix="Paste the Deployment that runs vLLM.") from None
         for c in found:
             image = str(c.get("image") or "")
             entry, args = _strs(c.get("command")), _strs(c.get("args"))

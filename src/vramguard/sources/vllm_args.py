@@ -20,7 +20,8 @@ Public API: `parse_vllm_command`, `parse_vllm_args`, `command_from_tokens` (a co
 vLLM flags and/or pasted line), `settings_from_mapping`,
 `command_with` (the user's own line with a fix applied), `settings_to_args` +
 `format_command` (a line from Settings alone), `human_readable_int`.
-`yaml` is imported here and nowhere else, and only when a `--config` file is read.
+`yaml` is imported here and nowhere else, and only when a `--config` file or a pasted
+manifest is read.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from .vllm_scan import _canonical, _Scan
 from .vllm_values import convert_value, human_readable_int
 
 __all__ = ["VllmCommand", "command_from_tokens", "command_with", "convert_value", "flag_for",
-           "format_command", "human_readable_int", "load_config_yaml", "parse_vllm_args",
+           "format_command", "human_readable_int", "load_config_yaml", "load_yaml_documents",
+           "parse_vllm_args",
            "parse_vllm_command", "settings_from_mapping", "settings_to_args",
            "split_command_line"]
 
@@ -97,6 +99,22 @@ class VllmCommand:
 # ---------------------------------------------------------------------------------------
 # YAML (--config) and mappings
 # ---------------------------------------------------------------------------------------
+def load_yaml_documents(text: str, where: str) -> list:
+    """The YAML documents of `text` (a pasted manifest: `sources.manifests`), UsageError
+    naming the line when it is not valid YAML."""
+    import yaml
+    try:
+        return list(yaml.safe_load_all(text))
+    except RecursionError:
+        raise UsageError("the pasted YAML is nested too deeply", where=where,
+                         fix="Paste the whole file, or the vllm serve line only.") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise UsageError(f"the pasted manifest is not valid YAML{at}", where=where,
+                         fix="Paste the whole file, or the vllm serve line only.") from None
+
+
 def load_config_yaml(path: str) -> dict:
     """Read vLLM's `--config` YAML into a dict (keys with dashes or underscores)."""
     if not path.endswith((".yaml", ".yml")):
