@@ -8,7 +8,8 @@ comments, `;` `&` `&&` `|` `||` and newlines between commands, redirections drop
 returns the words of the first command that starts vLLM, after the `VAR=value` words the
 snippet set before it (`export` included). `${VAR:-default}`, `${VAR:+word}`, `${VAR}` and
 `$VAR` are expanded from those assignments (an unset variable with a default takes the
-default; one without stays as written, so its flag's error names it); `$(...)` and a template's `<placeholder>` are kept as written. Nothing is executed.
+default; one without stays as written, so its flag's error names it); `$(...)` and a
+template's `<placeholder>` are kept as written. Nothing is executed.
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ __all__ = ["launch_words", "commands"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_CONTAINERS = ("docker", "podman", "nerdctl")
-_WRAPPERS = ("env", "sudo", "exec", "nohup", "time", "command")
 _DOCKERFILE = ("ENTRYPOINT", "CMD", "RUN")
 _BREAK = " \t\r\n;&|<>"
 # NOTE: documentation templates write values as `<decode_http_port>`: kept as words
@@ -41,6 +40,7 @@ class _Lexer:
         self.text, self.n, self.i = text, len(text), 0
         self.env, self.depth = env, depth
         self.commands: list[list[str]] = []
+        self.env_before: list[dict[str, str]] = []     # the variables set before each command
         self.words: list[str] = []
         self.word: list[str] | None = None
 
@@ -65,13 +65,14 @@ class _Lexer:
         self._end_word()
         if self.words:
             self.commands.append(self.words)
-            # NOTE: `VAR=value` commands (and `export`) set variables for the lines after
-            for w in self.words[1:] if self.words[0] in ("export", "declare") else self.words:
-                if _ASSIGN.match(w):
+            self.env_before.append(dict(self.env))
+            # NOTE: a command of assignments only (or `export`) sets variables for the lines
+            # after it; `VAR=value cmd` sets it for that command alone (as in a shell)
+            head = self.words[1:] if self.words[0] == "export" else self.words
+            if head and all(_ASSIGN.match(w) for w in head):
+                for w in head:
                     key, _, val = w.partition("=")
                     self.env[key] = val
-                elif self.words[0] not in ("export", "declare"):
-                    break
         self.words = []
 
     # -- characters --
@@ -241,30 +242,25 @@ def _words_text(word: str, env: dict[str, str], depth: int) -> str:
     return " ".join(w for cmd in lexer.run() for w in cmd)
 
 
-def commands(text: str) -> tuple[list[list[str]], dict[str, str]]:
-    """The snippet's commands as word lists, and the variables it sets (in order)."""
+def commands(text: str) -> tuple[list[list[str]], list[dict[str, str]]]:
+    """The snippet's commands as word lists, and the variables set before each one."""
     if len(text) > MAX_SNIPPET_CHARS:
         raise UsageError(f"the pasted command is {len(text) >> 10} KiB; a launch command is a "
                          f"few KiB (at most {MAX_SNIPPET_CHARS >> 10} KiB is read)",
                          where="command line", fix="Paste the vllm serve line (and the "
                                                    "export lines before it) only.")
-    env: dict[str, str] = {}
-    return _Lexer(text, env).run(), env
+    lexer = _Lexer(text, {})
+    return lexer.run(), lexer.env_before
 
 
-def _strip(words: list[str]) -> list[str]:
-    """Without a `$ ` prompt, a Dockerfile keyword, `VAR=value` words and wrappers."""
-    i = 0
-    if words and (words[0] == "$" or words[0] in _DOCKERFILE):
-        i = 1
-    while i < len(words) and (_ASSIGN.match(words[i]) or words[i] in _WRAPPERS
-                              or (words[i] == "-E" and words[i - 1] == "sudo")):
-        i += 1
-    return words[i:]
+def _unprompted(words: list[str]) -> list[str]:
+    """Without a `$ ` prompt or a Dockerfile keyword in front."""
+    return words[1:] if words and (words[0] == "$" or words[0] in _DOCKERFILE) else words
 
 
 def _is_launch(words: list[str]) -> bool:
-    rest = _strip(words)
+    from .vllm_launch import CONTAINER_TOOLS, strip_env
+    rest = strip_env(_unprompted(words), {})
     if not rest:
         return False
     head = rest[0].rsplit("/", 1)[-1]
@@ -272,7 +268,7 @@ def _is_launch(words: list[str]) -> bool:
         return _is_launch(rest[2:] if rest[1] == "run" else rest[1:])
     if head == "vllm":
         return rest[1:2] == ["serve"]
-    if head in _CONTAINERS:
+    if head in CONTAINER_TOOLS:
         return rest[1:2] in (["run"], ["create"])
     if re.fullmatch(r"python(\d(\.\d+)?)?", head):
         return any(w.startswith("vllm.entrypoints") for w in rest[1:4])
@@ -283,26 +279,14 @@ def launch_words(text: str) -> tuple[list[str], list[str]]:
     """(the words of the snippet's vLLM launch, led by the `VAR=value` words the snippet set
     before it; notes). Without a launch command, every command's words in order (a list of
     flags written one per line)."""
-    cmds, _ = commands(text)
-    env: dict[str, str] = {}
-    launches: list[tuple[int, dict[str, str]]] = []
-    for k, words in enumerate(cmds):
-        if _is_launch(words):
-            launches.append((k, dict(env)))
-        head = words[1:] if words[0] in ("export", "declare") else words
-        if head and all(_ASSIGN.match(w) for w in head):
-            for w in head:
-                key, _, val = w.partition("=")
-                env[key] = val
+    cmds, envs = commands(text)
+    launches = [k for k, words in enumerate(cmds) if _is_launch(words)]
     if not launches:
         words = [w for cmd in cmds for w in cmd]
         return (words[1:] if words[:1] == ["$"] else words), []
-    k, before = launches[0]
-    words = cmds[k]
-    if words[0] == "$" or words[0] in _DOCKERFILE:
-        words = words[1:]
+    k = launches[0]
     notes = []
     if len(launches) > 1:
         notes.append(f"the pasted snippet has {len(launches)} vLLM launch commands; the first "
                      "is read")
-    return [f"{key}={val}" for key, val in before.items()] + words, notes
+    return [f"{key}={val}" for key, val in envs[k].items()] + _unprompted(cmds[k]), notes
