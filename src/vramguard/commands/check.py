@@ -169,9 +169,8 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
                      "known release; pass --vllm-version")
     if cmd.no_effect:
         notes.append("ignored (no effect on startup memory): " + " ".join(sorted(cmd.no_effect)))
-    from ..core.parser_flags import check_launcher, check_parser_flags
-    check_launcher(cmd.launcher, cmd.model_positional, version)
-    check_parser_flags(cmd.ignored_args, version, cmd.settings.entrypoint)   # NOTE: argparse's
+    from ..core.parser_flags import check_launch
+    check_launch(cmd, version)                # NOTE: argparse's, before anything is read
     margins = Margins(headroom_bytes=_gib_option(opts, "--headroom-gib",
                                                  DEFAULT_HEADROOM_BYTES / (1 << 30)),
                       min_free_bytes=_gib_option(opts, "--min-free-gib", 0.0))

@@ -187,10 +187,9 @@ def make_plan(opts: _Options):
         notes.append("ignored (no effect on startup memory): " + " ".join(cmd.no_effect))
 
     from ..core.planner import plan as run_planner
-    from ..core.parser_flags import check_launcher, check_parser_flags
+    from ..core.parser_flags import check_launch
     from ..sources.draft import load_with_draft
-    check_launcher(cmd.launcher, cmd.model_positional, version)
-    check_parser_flags(cmd.ignored_args, version, cmd.settings.entrypoint)   # NOTE: argparse's
+    check_launch(cmd, version)                # NOTE: argparse's, before anything is read
     spec, draft_notes = load_with_draft(cmd.model, cmd.settings, offline=opts.offline,
                                         config_overrides=cmd.config_overrides)
     notes += draft_notes

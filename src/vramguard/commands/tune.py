@@ -183,11 +183,9 @@ def make_request(opts: Options):
         notes.append(f"GPU not given: assumed {DEFAULT_GPU}; pass --gpu NAME[:N]")
     if cmd.no_effect:
         notes.append("ignored (no effect on memory): " + " ".join(sorted(cmd.no_effect)))
-    from ..core.parser_flags import check_launcher, check_parser_flags
+    from ..core.parser_flags import check_launch
     from ..sources.draft import load_with_draft
-    check_launcher(cmd.launcher, cmd.model_positional, opts.vllm_version or cmd.version_hint)
-    check_parser_flags(cmd.ignored_args, opts.vllm_version or cmd.version_hint,
-                       cmd.settings.entrypoint)
+    check_launch(cmd, opts.vllm_version or cmd.version_hint)
     spec, draft_notes = load_with_draft(cmd.model, cmd.settings, offline=opts.offline,
                                         config_overrides=cmd.config_overrides)
     notes += draft_notes

@@ -14,7 +14,7 @@ from .errors import UsageError
 from .rules import parse_version
 from .validation import _GONE_FIX, _is_dev_build, _span_text, _unrecognized
 
-__all__ = ["check_parser_flags", "check_launcher", "flag_releases"]
+__all__ = ["check_launch", "check_parser_flags", "check_launcher", "flag_releases"]
 
 _INDEX = {v: i for i, v in enumerate(EXAMINED)}
 
@@ -59,6 +59,13 @@ def _typed_name(flag: str, tokens: tuple[str, ...]) -> str:
     """The name as typed where it is a short option (`-asc`), else the flag."""
     typed = tokens[0].split("=", 1)[0] if tokens else flag
     return typed if typed.startswith("-") and not typed.startswith("--") else flag
+
+
+def check_launch(cmd, version: str | None) -> None:
+    """A parsed launch (a `sources.vllm_args.VllmCommand`: its launcher, whether the model
+    was positional, its unmodelled flags, its entry point) as the release takes it."""
+    check_launcher(cmd.launcher, cmd.model_positional, version)
+    check_parser_flags(cmd.ignored_args, version, cmd.settings.entrypoint)
 
 
 def check_launcher(launcher: str, model_positional: bool, version: str | None) -> None:
