@@ -32,6 +32,13 @@ def test_a_commented_out_flag_ends_a_continued_command_as_in_bash():
     assert launch_words(text)[0] == ["vllm", "serve", "org/model", "--a", "1"]
 
 
+def test_only_exported_variables_reach_the_launch():
+    text = "VLLM_USE_V1=0\nexport HF_HOME=/hf\nX=1 true\nexport VLLM_USE_V1\nvllm serve m\n"
+    assert launch_words(text)[0] == ["VLLM_USE_V1=0", "HF_HOME=/hf", "vllm", "serve", "m"]
+    assert launch_words("A=1\nvllm serve m --port $A")[0] == ["vllm", "serve", "m", "--port",
+                                                               "1"]
+
+
 def test_prompt_redirections_background_and_chains():
     assert launch_words("$ vllm serve m --port 8000 > serve.log 2>&1 &")[0] == [
         "vllm", "serve", "m", "--port", "8000"]
@@ -50,12 +57,13 @@ def test_several_launches_read_the_first_and_say_so():
 
 
 def test_parameter_expansion_from_the_snippet_and_defaults():
-    text = ('MODEL=org/model\nPORT=9000\n'
+    text = ('MODEL=org/model\nexport PORT=9000\n'
             'python3 -m vllm.entrypoints.openai.api_server --model "$MODEL" --port ${PORT} \\\n'
             '  --max-model-len ${MAX_LEN:-4096} ${REVISION:+--revision "$REVISION"} \\\n'
             '  --served-model-name ${NAME}\n')
     words, _ = launch_words(text)
-    assert words == ["MODEL=org/model", "PORT=9000", "python3", "-m",
+    # NOTE: only exported variables reach the launch's environment; all expand
+    assert words == ["PORT=9000", "python3", "-m",
                      "vllm.entrypoints.openai.api_server", "--model", "org/model", "--port",
                      "9000", "--max-model-len", "4096", "--served-model-name", "${NAME}"]
     words, _ = launch_words('REVISION=abc\nvllm serve m ${REVISION:+--revision "$REVISION"}')

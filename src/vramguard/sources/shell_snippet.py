@@ -5,8 +5,8 @@ comments, a `$ ` prompt, a Makefile target, a Dockerfile's `ENTRYPOINT`, flags c
 in the middle of a `\\`-continued command, a trailing `&`. `launch_words(text)` splits the
 snippet into commands as a POSIX shell does (quotes, `\\`-newline continuations, `#`
 comments, `;` `&` `&&` `|` `||` and newlines between commands, redirections dropped) and
-returns the words of the first command that starts vLLM, after the `VAR=value` words the
-snippet set before it (`export` included). `${VAR:-default}`, `${VAR:+word}`, `${VAR}` and
+returns the words of the first command that starts vLLM, after the `VAR=value` words of the
+variables the snippet exported before it. `${VAR:-default}`, `${VAR:+word}`, `${VAR}` and
 `$VAR` are expanded from those assignments (an unset variable with a default takes the
 default; one without stays as written, so its flag's error names it); `$(...)` and a
 template's `<placeholder>` are kept as written. Nothing is executed.
@@ -40,7 +40,8 @@ class _Lexer:
         self.text, self.n, self.i = text, len(text), 0
         self.env, self.depth = env, depth
         self.commands: list[list[str]] = []
-        self.env_before: list[dict[str, str]] = []     # the variables set before each command
+        self.exported: set[str] = set()
+        self.env_before: list[dict[str, str]] = []     # exported before each command
         self.words: list[str] = []
         self.word: list[str] | None = None
 
@@ -65,10 +66,15 @@ class _Lexer:
         self._end_word()
         if self.words:
             self.commands.append(self.words)
-            self.env_before.append(dict(self.env))
+            self.env_before.append({k: v for k, v in self.env.items() if k in self.exported})
             # NOTE: a command of assignments only (or `export`) sets variables for the lines
-            # after it; `VAR=value cmd` sets it for that command alone (as in a shell)
-            head = self.words[1:] if self.words[0] == "export" else self.words
+            # after it, only exported ones reach the launch's environment; `VAR=value cmd`
+            # sets it for that command alone (as in a shell)
+            export = self.words[0] == "export"
+            head = self.words[1:] if export else self.words
+            if export:
+                self.exported.update(w.partition("=")[0] for w in head if _NAME.fullmatch(
+                    w.partition("=")[0]))
             if head and all(_ASSIGN.match(w) for w in head):
                 for w in head:
                     key, _, val = w.partition("=")
@@ -243,7 +249,7 @@ def _words_text(word: str, env: dict[str, str], depth: int) -> str:
 
 
 def commands(text: str) -> tuple[list[list[str]], list[dict[str, str]]]:
-    """The snippet's commands as word lists, and the variables set before each one."""
+    """The snippet's commands as word lists, and the variables exported before each one."""
     if len(text) > MAX_SNIPPET_CHARS:
         raise UsageError(f"the pasted command is {len(text) >> 10} KiB; a launch command is a "
                          f"few KiB (at most {MAX_SNIPPET_CHARS >> 10} KiB is read)",
@@ -276,8 +282,8 @@ def _is_launch(words: list[str]) -> bool:
 
 
 def launch_words(text: str) -> tuple[list[str], list[str]]:
-    """(the words of the snippet's vLLM launch, led by the `VAR=value` words the snippet set
-    before it; notes). Without a launch command, every command's words in order (a list of
+    """(the words of the snippet's vLLM launch, led by the `VAR=value` words of the variables
+    the snippet exported before it; notes). Without a launch command, every command's words in order (a list of
     flags written one per line)."""
     cmds, envs = commands(text)
     launches = [k for k, words in enumerate(cmds) if _is_launch(words)]
