@@ -278,3 +278,21 @@ def test_recommended_command_passes_vramguard_plan(capsys):
     doc = json.loads(out)
     assert doc["startup"]["ok"] is True and not doc["startup"]["risks"]
     assert doc["settings"]["max_model_len"] == 6144
+
+
+def test_the_launchs_vllm_variables_are_planned_with_and_written_back(capsys):
+    """A pasted VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets --max-model-len pass the derived
+    maximum, as in plan; the commands carry the vLLM variables (not others, like a token)."""
+    line = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 HF_TOKEN=hf_x vllm serve "
+            f"{MODEL} --max-model-len 65536")
+    rc, out, _ = run(capsys, "--gpu", "H100", "--offline", "--json", "--", line)
+    assert rc == 0
+    doc = json.loads(out)
+    command = doc["recommended"]["command"]
+    assert command.startswith(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve {MODEL} ")
+    assert "hf_x" not in out and "--max-model-len 65536" in command
+    assert doc["recommended"]["config_yaml"].startswith(
+        "# VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve")
+    assert all(o["command"].startswith("VLLM_ALLOW_LONG") for o in doc["options"])
+    rc, _, err = run(capsys, "--gpu", "H100", "--offline", "--", line.split(" ", 2)[2])
+    assert rc == 2 and "is greater than the derived max_model_len" in err

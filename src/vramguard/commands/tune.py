@@ -195,7 +195,7 @@ def make_request(opts: Options):
                       vllm_version=opts.vllm_version or cmd.version_hint,
                       engine=engine.lower() if engine else None,
                       allow_quantization=not opts.no_fp8_weights,
-                      allow_more_gpus=not opts.no_more_gpus)
+                      allow_more_gpus=not opts.no_more_gpus, env=tuple(cmd.env.items()))
     return req, cmd.model, notes, cmd.passthrough
 
 

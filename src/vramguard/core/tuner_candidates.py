@@ -30,6 +30,7 @@ class _Ctx:
         self.rules = _memo.resolve_rules(req.vllm_version, req.engine)
         self.limit_len = _memo.resolve_max_model_len(req.spec, self.rules, None)[1].limit
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
+        self._env = dict(req.env) if req.env else None
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
 
     def _gpu_key(self, gpu: GpuTarget) -> int:
@@ -59,7 +60,8 @@ class _Ctx:
             # NOTE: candidates are screened without log lines/assumptions/fixes (same numbers,
             # a third faster); `detailed` finishes the walk of the options shown.
             return screen(self.req.spec, settings, gpu.spec, vllm_version=self.req.vllm_version,
-                          engine=self.req.engine, free_bytes=gpu.free_bytes)
+                          engine=self.req.engine, free_bytes=gpu.free_bytes,
+                          env=self._env)
         except UsageError as exc:
             self.error = self.error or exc
             return None, None

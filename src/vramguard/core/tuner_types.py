@@ -70,6 +70,9 @@ class TuneRequest:
     engine: str | None = None
     allow_quantization: bool = True         # offer fp8 weights as an alternative
     allow_more_gpus: bool = True            # offer TP/PP sizes beyond the GPUs given
+    # the launch's environment, (name, value) pairs: the planner reads vLLM's variables
+    # (VLLM_ALLOW_LONG_MAX_MODEL_LEN, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, ...)
+    env: tuple[tuple[str, str], ...] = ()
     curve: bool = True                      # compute the max_model_len <-> concurrency curve
     explain: bool = True                    # blocking pins / larger GPUs when nothing fits
 

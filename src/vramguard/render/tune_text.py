@@ -30,10 +30,17 @@ def command_args(opt: Option, extra: tuple[str, ...] = ()) -> list[str]:
     return settings_to_args(opt.settings, version=opt.plan.vllm_version) + list(extra)
 
 
-def command_for(opt: Option, model: str, extra: tuple[str, ...] = ()) -> str:
-    """A copy-pasteable `vllm serve MODEL --flag ...` line."""
+def command_for(opt: Option, model: str, extra: tuple[str, ...] = (),
+                env: tuple[str, ...] = ()) -> str:
+    """A copy-pasteable `vllm serve MODEL --flag ...` line (`env`: `launch_env` words)."""
     from ..sources.vllm_args import format_command
-    return format_command(model, command_args(opt, extra))
+    return format_command(model, command_args(opt, extra), env=env)
+
+
+def launch_env(result: TuneResult) -> tuple[str, ...]:
+    """The launch's vLLM variables as `VAR=value` words: the recommendation was planned with
+    them, so its command carries them."""
+    return tuple(f"{k}={v}" for k, v in result.request.env if k.startswith("VLLM_"))
 
 
 def settings_for(opt: Option) -> dict:
@@ -42,10 +49,12 @@ def settings_for(opt: Option) -> dict:
     return {name: getattr(s, name) for name in sorted(s.user_set) if name not in _SKIP}
 
 
-def config_yaml(opt: Option, model: str, extra: tuple[str, ...] = ()) -> str:
+def config_yaml(opt: Option, model: str, extra: tuple[str, ...] = (),
+                env: tuple[str, ...] = ()) -> str:
     """The same flags as a vLLM `--config` YAML (`vllm serve MODEL --config FILE`)."""
     args = command_args(opt, extra)
-    lines = [f"# vllm serve {model} --config this.yaml", f"model: {_yaml_scalar(model)}"]
+    run = " ".join(env + ("vllm", "serve"))
+    lines = [f"# {run} {model} --config this.yaml", f"model: {_yaml_scalar(model)}"]
     i = 0
     while i < len(args):
         key = args[i].lstrip("-")
@@ -82,13 +91,14 @@ def _yaml_scalar(text: str) -> str:
     return json.dumps(text)
 
 
-def option_dict(opt: Option, model: str, rank: int, extra: tuple[str, ...] = ()) -> dict:
+def option_dict(opt: Option, model: str, rank: int, extra: tuple[str, ...] = (),
+                env: tuple[str, ...] = ()) -> dict:
     """One row of `options` in the JSON contract."""
     p = opt.plan
     t = p.tightest
     return {
         "rank": rank,
-        "command": command_for(opt, model, extra),
+        "command": command_for(opt, model, extra, env),
         "settings": settings_for(opt),
         "starts": opt.starts,
         "meets_target": opt.meets_target,
@@ -116,15 +126,18 @@ def to_json(result: TuneResult, model: str, extra: tuple[str, ...] = ()) -> dict
     that do not change memory, carried into every command)."""
     req = result.request
     rec = result.recommended
+    env = launch_env(result)
     recommended = None
     if rec is not None:
-        recommended = {"command": command_for(rec, model, extra), "settings": settings_for(rec),
-                       "config_yaml": config_yaml(rec, model, extra),
+        recommended = {"command": command_for(rec, model, extra, env),
+                       "settings": settings_for(rec),
+                       "config_yaml": config_yaml(rec, model, extra, env),
                        "gpus_needed": rec.gpus_needed, "needs_more_gpus": rec.needs_more_gpus,
                        "plan": rec.plan.to_dict()}
     return {
         "recommended": recommended,
-        "options": [option_dict(o, model, i, extra) for i, o in enumerate(result.options, 1)],
+        "options": [option_dict(o, model, i, extra, env)
+                    for i, o in enumerate(result.options, 1)],
         "reason": result.reason,
         "nearest": result.nearest,
         "blocking_pins": list(result.blocking_pins),
@@ -185,6 +198,7 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
     from .chart import text_chart
     req = result.request
     rec = result.recommended
+    env = launch_env(result)
     g = req.gpus[0].spec
     gpus = (f"{len(req.gpus)} x {g.name}" if all(x.spec == g for x in req.gpus)
             else ", ".join(x.spec.name for x in req.gpus))
@@ -215,7 +229,7 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
         if rec.needs_more_gpus:
             out.append(f"  needs {rec.gpus_needed} GPUs (you gave {len(req.gpus)})")
         out.append("")
-        out.append("  " + command_for(rec, model, extra))
+        out.append("  " + command_for(rec, model, extra, env))
         out.append("")
         if rec.needs_more_gpus:
             here = next(((i, o) for i, o in enumerate(result.options, 1)
@@ -224,7 +238,7 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
                 i, o = here
                 out.append(f"  On the {len(req.gpus)} GPU(s) given: option {i} "
                            f"({'; '.join(o.notes) or 'see the table'}):")
-                out.append("    " + command_for(o, model, extra))
+                out.append("    " + command_for(o, model, extra, env))
                 out.append("")
         if kv is not None:
             out.append(f"  KV pool {_gib(rec.plan.tightest.kv_cache.value_bytes)} GiB per GPU = "
@@ -252,7 +266,7 @@ def render_tune(result: TuneResult, model: str, *, unicode: bool = True, max_opt
                                                   target=req.target_kv_usage)]
     if rec is not None:
         out += ["", "As a vLLM --config file:"]
-        out += ["  " + line for line in config_yaml(rec, model, extra).splitlines()]
+        out += ["  " + line for line in config_yaml(rec, model, extra, env).splitlines()]
     all_notes = tuple(notes) + tuple(result.notes)
     if all_notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in all_notes]

@@ -379,7 +379,8 @@ def command_with(cmd: VllmCommand, overrides: dict[str, object] | None = None) -
     return write(cmd, overrides)
 
 
-def format_command(model: str | None, args: list[str], launcher: str = "vllm serve") -> str:
-    """A shell-quoted `vllm serve MODEL args...` line."""
+def format_command(model: str | None, args: list[str], launcher: str = "vllm serve",
+                   env: tuple[str, ...] = ()) -> str:
+    """A shell-quoted `vllm serve MODEL args...` line (`env`: `VAR=value` words first)."""
     from .vllm_launch import format_command as write
-    return write(model, args, launcher)
+    return write(model, args, launcher, env)

@@ -314,8 +314,9 @@ def command_with(cmd, overrides: dict[str, object] | None = None) -> str:
     return " ".join(shlex.quote(t) for t in prefix + args + extra)
 
 
-def format_command(model: str | None, args: list[str], launcher: str = "vllm serve") -> str:
+def format_command(model: str | None, args: list[str], launcher: str = "vllm serve",
+                   env: tuple[str, ...] = ()) -> str:
     """See `vllm_args.format_command`."""
     import shlex
-    parts = launcher.split() + ([model] if model else []) + list(args)
+    parts = list(env) + launcher.split() + ([model] if model else []) + list(args)
     return " ".join(shlex.quote(p) for p in parts)
