@@ -121,6 +121,20 @@ def test_cuda_visible_devices_from_the_pasted_command(machine, capsys):
     assert [g["index"] for g in d["gpus"]] == [1]
 
 
+def test_this_shells_vllm_variables_are_what_vllm_will_see(machine, capsys, monkeypatch):
+    """check gates a launch here and now: vLLM inherits this shell's VLLM_* variables (the
+    pasted ones win)."""
+    long = ("--", "vllm", "serve", MODEL, "--max-model-len", "262144")
+    monkeypatch.delenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", raising=False)
+    rc, _, err = run_json(capsys, *long)
+    assert rc == 2 and "is greater than the derived max_model_len" in err
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+    rc, d, _ = run_json(capsys, *long)
+    assert rc in (0, 1) and d["plan"]["settings"]["max_model_len"] == 262144
+    rc, _, err = run_json(capsys, "--", "VLLM_ALLOW_LONG_MAX_MODEL_LEN=0", *long[1:])
+    assert rc == 2 and "is greater than the derived max_model_len" in err
+
+
 def test_malformed_cuda_visible_devices_is_exit_2_before_nvml(machine, capsys, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,,1")
     rc = cli.main(["check", "--offline", MODEL])

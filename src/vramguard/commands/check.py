@@ -139,6 +139,8 @@ class Prepared:
     interval_s: float
     host: bool
     notes: list[str]
+    # the vLLM variables vLLM will see: this shell's VLLM_*, then the launch's own (they win)
+    launch_env: dict = field(default_factory=dict)
 
 
 def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
@@ -156,7 +158,9 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
     interval_s = parse_duration(opts.get("--interval", "1s"), flag="--interval", allow_zero=True)
     if interval_s <= 0:
         raise UsageError("must be positive", where="--interval", fix="Use e.g. --interval 1s")
-    engine = opts.get("--engine") or cmd.engine_hint
+    # NOTE: vLLM starts here, now: it sees this shell's VLLM_* variables too
+    launch_env = {**{k: v for k, v in env.items() if k.startswith("VLLM_")}, **cmd.env}
+    engine = opts.get("--engine") or replace(cmd, env=launch_env).engine_hint
     if engine is not None and engine.lower() not in ("v0", "v1"):
         raise UsageError(f"invalid value {engine!r}", where="--engine", fix="Expected v0 or v1")
     notes = list(cmd.notes)
@@ -181,7 +185,7 @@ def prepare(opts: Options, env: Mapping[str, str] | None = None) -> Prepared:
     return Prepared(cmd=cmd, spec=spec, version=version,
                     engine=engine.lower() if engine else None, visible=value, margins=margins,
                     window_s=window_s, interval_s=interval_s, host=not opts.on("--no-host"),
-                    notes=notes)
+                    notes=notes, launch_env=launch_env)
 
 
 def planner_for(prep: Prepared):
@@ -194,7 +198,7 @@ def planner_for(prep: Prepared):
     def plan_for(settings, gpu, cuda_ordinal=0):
         others = max(0, gpu.spec.total_bytes - gpu.free_bytes)
         return plan(prep.spec, settings, gpu.spec, vllm_version=prep.version,
-                    engine=prep.engine, other_used_bytes=others, env=dict(prep.cmd.env),
+                    engine=prep.engine, other_used_bytes=others, env=dict(prep.launch_env),
                     cuda_ordinal=cuda_ordinal)
     return plan_for
 
