@@ -38,8 +38,9 @@ _ROWS: tuple[tuple, ...] = (
     ("GH200", 95.0, None, (9, 0), "nvidia", True, "NVIDIA GH200 480GB",
      ("GH200-96GB", "NVIDIA GH200 96GB HBM3")),
     ("B200", 178.35, 183359, (10, 0), "nvidia", False, "NVIDIA B200", ("B200-180GB",)),
-    # NOTE: no B300 total seen in a published log; 275,040 MiB is an unverified nvidia-smi figure.
-    ("B300", None, 275040, (10, 3), "nvidia", False, "NVIDIA B300 SXM6 AC", ("B300-288GB",)),
+    # NOTE: a vLLM 0.26 log on a RunPod B300 printed "Free memory on device (267.08/267.69 GiB)"
+    # beside nvidia-smi's 275,040 MiB (blog.john-pfeiffer.com, 2026-08-04).
+    ("B300", 267.69, 275040, (10, 3), "nvidia", False, "NVIDIA B300 SXM6 AC", ("B300-288GB",)),
     ("L4", 22.05, 23034, (8, 9), "nvidia", False, "NVIDIA L4", ()),
     ("L40S", 44.39, 46068, (8, 9), "nvidia", False, "NVIDIA L40S", ()),
     ("L40", 44.40, 46068, (8, 9), "nvidia", False, "NVIDIA L40", ()),
