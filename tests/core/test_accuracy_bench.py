@@ -130,12 +130,12 @@ def _json_rows(bench, argv):
 
 
 def test_heldout_set_is_complete_and_runs(bench):
-    """bench/heldout (62 startups outside the corpus) keeps every case plannable: its own
+    """bench/heldout (81 startups outside the corpus) keeps every case plannable: its own
     configs/gpus are read, nothing is 'no model config' / 'unknown GPU'."""
     import json
     heldout = bench.ROOT / "bench" / "heldout" / "cases.jsonl"
     rows = _json_rows(bench, ["--cases", str(heldout)])
-    assert len(rows) == 62
+    assert len(rows) == 81
     assert not [r["id"] for r in rows if r["error"] in ("no model config", "unknown GPU")]
     corpus = {json.loads(l)["source"] for l in (bench.DATA / "cases.jsonl").read_text().splitlines()}
     assert not [r for r in bench.load_jsonl(heldout) if r["source"] in corpus]
