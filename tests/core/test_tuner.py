@@ -224,6 +224,19 @@ def test_impossible_target_explains_the_nearest_and_the_blocking_pin():
     assert "max_model_len" in res.blocking_pins
 
 
+def test_a_pinned_max_num_seqs_is_the_target_the_reason_names():
+    """A pinned --max-num-seqs above what the KV target holds: the reason and the nearest
+    target speak of those sequences, not of one request."""
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    base = pinned(max_model_len=32768, max_num_seqs=128, tensor_parallel_size=1)
+    res = tune(request(model, "L4", base=base))
+    assert res.recommended is None
+    assert res.reason.startswith("the target of 128 concurrent request(s) of 32768 tokens")
+    assert res.reason.endswith("(--max-num-seqs 128 is pinned: the KV target holds every "
+                               "sequence)")
+    assert "128 concurrent requests of at most" in res.nearest
+
+
 def test_nothing_starts_says_pp_or_a_larger_gpu():
     model = "meta-llama/Llama-3.1-405B"
     req = request(model, "RTX-3090", workload=Workload(500, 1000, 2000), allow_quantization=False,

@@ -24,7 +24,7 @@ def explain(ctx: _Ctx, options: list[Option]) -> tuple[str, str | None]:
     best = max(starting, key=lambda o: (o.needs_more_gpus == 0, o.supported_concurrency,
                                         o.max_model_len))
     L = best.max_model_len
-    want = req.concurrency or 1
+    want, pinned = _wanted(req)
     pct = int(round(req.target_kv_usage * 100))
     where = (f"-tp {best.settings.tensor_parallel_size}"
              + (f" -pp {best.settings.pipeline_parallel_size}"
@@ -39,8 +39,19 @@ def explain(ctx: _Ctx, options: list[Option]) -> tuple[str, str | None]:
     if fit_len:
         nearest += f"; or {want} concurrent requests of at most {fit_len} tokens"
     reason = (f"the target of {want} concurrent request(s) of {L} tokens at {pct}% KV usage "
-              "does not fit")
+              "does not fit" + (f" (--max-num-seqs {want} is pinned: the KV target holds "
+                                "every sequence)" if pinned else ""))
     return reason, nearest
+
+
+def _wanted(req: TuneRequest) -> tuple[int, bool]:
+    """(the concurrency the target needs, whether a pinned --max-num-seqs sets it): a pinned
+    max_num_seqs above --concurrency must fit the target too (`Option.meets_target`)."""
+    want = req.concurrency or 1
+    seqs = req.base.max_num_seqs if _pinned(req.base, "max_num_seqs") else None
+    if seqs and seqs > want:
+        return seqs, True
+    return want, False
 
 
 def _why_nothing_starts(ctx: _Ctx, options: list[Option], g: str) -> str:
