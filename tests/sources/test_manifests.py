@@ -94,3 +94,19 @@ def test_what_is_not_a_manifest_or_runs_no_vllm():
         launch_from_manifest("services:\n  db:\n    image: postgres\n")
     with pytest.raises(UsageError, match=r"not valid YAML \(line \d+\)"):
         launch_from_manifest("services:\n  a: [\n    containers: {\n")
+
+
+def test_a_pasted_vllm_config_file_and_yaml_that_is_none_of_these():
+    config = ("# a recipe's config\nkv-cache-dtype: fp8\nno-enable-prefix-caching: true\n"
+              "max-num-batched-tokens: 8192\nspeculative-config: '{\"method\": \"ngram\", "
+              "\"num_speculative_tokens\": 3}'\n")
+    cmd = parse_vllm_command(config)
+    assert cmd.settings.kv_cache_dtype == "fp8" and cmd.settings.max_num_batched_tokens == 8192
+    assert cmd.settings.num_speculative_tokens == 3
+    assert cmd.notes[0] == "read as a vLLM --config file (flag: value)"
+    assert parse_vllm_command("model: Qwen/Qwen3-8B\nmax-model-len: 4096\n").model == \
+        "Qwen/Qwen3-8B"
+    helm = "servingEngineSpec:\n  modelSpec:\n    - name: llama\n      modelURL: m\n"
+    with pytest.raises(UsageError, match="not a vLLM --config file"):
+        parse_vllm_command(helm)
+    assert not looks_like_manifest(config)

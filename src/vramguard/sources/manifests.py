@@ -18,7 +18,7 @@ import re
 
 from ..errors import UsageError
 
-__all__ = ["looks_like_manifest", "launch_from_manifest"]
+__all__ = ["looks_like_manifest", "launch_from_manifest", "looks_like_yaml", "launch_from_yaml"]
 
 _TOP = re.compile(r"^(apiVersion|kind|services|version|name|x-[\w-]+)\s*:", re.M)
 _SHELLS = ("sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/env bash", "/usr/bin/bash")
@@ -29,6 +29,37 @@ def looks_like_manifest(text: str) -> bool:
     """A pasted YAML document with Kubernetes or compose keys at the top level."""
     return "\n" in text and bool(_TOP.search(text)) and (
         "containers:" in text or "services:" in text)
+
+
+_KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w.-]*\s*:(?:\s|$)|\s|-\s|#|---|$)")
+
+
+def looks_like_yaml(text: str) -> bool:
+    """Pasted YAML: a manifest, or a mapping written `key: value` line by line (a vLLM
+    `--config` file's content); never a shell line (`vllm serve ...` has no `key:` form)."""
+    if looks_like_manifest(text):
+        return True
+    lines = text.strip().splitlines()
+    return len(lines) > 1 and all(_KEY_LINE.match(line) for line in lines)
+
+
+def launch_from_yaml(text: str) -> tuple[list[str], list[str]]:
+    """(words, notes) of pasted YAML: a manifest's launch, or a vLLM `--config` file's flags
+    (as `vllm serve --config` reads them, a `model:` key included)."""
+    if looks_like_manifest(text):
+        return launch_from_manifest(text)
+    from .vllm_args import _mapping_to_tokens
+    from .vllm_flags import ALIASES, FLAGS, IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE
+    docs = _load(text)
+    data = docs[0] if len(docs) == 1 else None
+    known = set(FLAGS) | IGNORED_VALUE | IGNORED_BOOL | IGNORED_MULTI | set(ALIASES)
+    flags = ["--" + str(k).strip("-").replace("_", "-") for k in (data or {})]
+    if not data or not any(f in known for f in flags):
+        raise UsageError("the pasted YAML is not a vLLM --config file (flag: value), a "
+                         "Kubernetes manifest or a compose file", where="command line",
+                         fix="Paste the vllm serve line, or pass the vLLM config file with "
+                             "--config FILE.")
+    return _mapping_to_tokens(data), ["read as a vLLM --config file (flag: value)"]
 
 
 def _load(text: str) -> list:

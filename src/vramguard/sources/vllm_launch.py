@@ -34,10 +34,11 @@ def split_command_line(text: str) -> list[str]:
 
 def split_snippet(text: str) -> tuple[list[str], list[str]]:
     """(the launch's words, notes) of a pasted shell snippet (`shell_snippet.launch_words`),
-    or of a pasted Kubernetes manifest / compose file (`manifests.launch_from_manifest`)."""
-    from .manifests import launch_from_manifest, looks_like_manifest
-    if looks_like_manifest(text):
-        return launch_from_manifest(text)
+    or of pasted YAML: a Kubernetes manifest, a compose file or a vLLM `--config` file's
+    content (`manifests.launch_from_yaml`)."""
+    from .manifests import launch_from_yaml, looks_like_yaml
+    if looks_like_yaml(text):
+        return launch_from_yaml(text)
     from .shell_snippet import launch_words
     return launch_words(text)
 
