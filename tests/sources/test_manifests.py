@@ -110,3 +110,7 @@ def test_a_pasted_vllm_config_file_and_yaml_that_is_none_of_these():
     with pytest.raises(UsageError, match="not a vLLM --config file"):
         parse_vllm_command(helm)
     assert not looks_like_manifest(config)
+    from vramguard.sources.manifests import looks_like_yaml
+    indented = "    # start the server\n    vllm serve m \\\n      --port 8000\n"
+    assert not looks_like_yaml(indented)             # an indented shell snippet
+    assert parse_vllm_command(indented).model == "m"

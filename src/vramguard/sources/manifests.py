@@ -32,6 +32,7 @@ def looks_like_manifest(text: str) -> bool:
 
 
 _KEY_LINE = re.compile(r"^(?:[A-Za-z_][\w.-]*\s*:(?:\s|$)|\s|-\s|#|---|$)")
+_TOP_KEY = re.compile(r"^[A-Za-z_][\w.-]*\s*:(?:\s|$)")
 
 
 def looks_like_yaml(text: str) -> bool:
@@ -39,8 +40,10 @@ def looks_like_yaml(text: str) -> bool:
     `--config` file's content); never a shell line (`vllm serve ...` has no `key:` form)."""
     if looks_like_manifest(text):
         return True
-    lines = text.strip().splitlines()
-    return len(lines) > 1 and all(_KEY_LINE.match(line) for line in lines)
+    lines = text.strip("\n").splitlines()
+    # NOTE: an indented shell snippet is all indented lines: a mapping has a top-level key
+    return (len(lines) > 1 and all(_KEY_LINE.match(line) for line in lines)
+            and any(_TOP_KEY.match(line) for line in lines))
 
 
 def launch_from_yaml(text: str) -> tuple[list[str], list[str]]:
