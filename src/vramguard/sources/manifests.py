@@ -52,12 +52,10 @@ def launch_from_yaml(text: str) -> tuple[list[str], list[str]]:
     if looks_like_manifest(text):
         return launch_from_manifest(text)
     from .vllm_args import _mapping_to_tokens
-    from .vllm_flags import ALIASES, FLAGS, IGNORED_BOOL, IGNORED_MULTI, IGNORED_VALUE
+    from .vllm_scan import is_known_flag
     docs = _load(text)
     data = docs[0] if len(docs) == 1 else None
-    known = set(FLAGS) | IGNORED_VALUE | IGNORED_BOOL | IGNORED_MULTI | set(ALIASES)
-    flags = ["--" + str(k).strip("-").replace("_", "-") for k in (data or {})]
-    if not data or not any(f in known for f in flags):
+    if not data or not any(is_known_flag("--" + str(k).strip("-")) for k in data):
         raise UsageError("the pasted YAML is not a vLLM --config file (flag: value), a "
                          "Kubernetes manifest or a compose file", where="command line",
                          fix="Paste the vllm serve line, or pass the vLLM config file with "

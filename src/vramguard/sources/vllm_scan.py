@@ -47,6 +47,12 @@ def _all_long() -> list[str]:
     return _ALL_LONG
 
 
+def is_known_flag(name: str) -> bool:
+    """Whether `name` (`--max_model_len`, `-tp`, `--no-enable-prefix-caching`) is a vLLM flag
+    the scanner accepts."""
+    return name in ALIASES or _canonical(name) in set(_all_long())
+
+
 def _resolve_prefix(name: str) -> str | None:
     """argparse's allow_abbrev: a unique prefix of a known long flag (`--kv-cache-memory`)."""
     hits = [f for f in _all_long() if f.startswith(name)]
