@@ -50,7 +50,13 @@ def _all_long() -> list[str]:
 def is_known_flag(name: str) -> bool:
     """Whether `name` (`--max_model_len`, `-tp`, `--no-enable-prefix-caching`) is a vLLM flag
     the scanner accepts."""
-    return name in ALIASES or _canonical(name) in set(_all_long())
+    global _KNOWN
+    if _KNOWN is None:
+        _KNOWN = frozenset(_all_long())
+    return name in ALIASES or _canonical(name) in _KNOWN
+
+
+_KNOWN: frozenset[str] | None = None
 
 
 def _resolve_prefix(name: str) -> str | None:
