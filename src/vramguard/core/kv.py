@@ -100,16 +100,20 @@ class KvLayout:
             n += _group_blocks(g, max_model_len, b, inflight, shard)
         return n
 
-    def needed_bytes(self, max_model_len: int) -> int:
-        """vLLM's `max_memory_usage` for one request of `max_model_len`, on this worker."""
-        return self.blocks_per_request(max_model_len) * (self.check_block_bytes
-                                                         or self.page_size_bytes)
+    def needed_bytes(self, max_model_len: int, per_request: int | None = None) -> int:
+        """vLLM's `max_memory_usage` for one request of `max_model_len`, on this worker
+        (`per_request`: `blocks_per_request(max_model_len)` when the caller has it)."""
+        if per_request is None:
+            per_request = self.blocks_per_request(max_model_len)
+        return per_request * (self.check_block_bytes or self.page_size_bytes)
 
-    def concurrency_blocks(self, max_model_len: int) -> int:
+    def concurrency_blocks(self, max_model_len: int, per_request: int | None = None) -> int:
         """Blocks per request in vLLM's maximum-concurrency figure (page-weighted where the
-        groups' pages differ in size and the version weighs them)."""
+        groups' pages differ in size and the version weighs them; `per_request` as in
+        `needed_bytes`)."""
         if not self.group_page_bytes:
-            return self.blocks_per_request(max_model_len)
+            return (self.blocks_per_request(max_model_len) if per_request is None
+                    else per_request)
         b, inflight, shard = self.block_size, self.inflight_tokens, self.cp_shard
         weighted = sum(_group_blocks(g, max_model_len, b, inflight, shard) * page
                        for g, page in zip(self.groups, self.group_page_bytes))
@@ -512,12 +516,13 @@ def num_blocks_for(layout: KvLayout, kv_bytes: int) -> int:
 
 
 def concurrency(rules: VllmRules, layout: KvLayout, num_blocks: int, max_model_len: int,
-                engine: str) -> float:
-    """Maximum concurrency as that version computes it (§1b)."""
+                engine: str, per_request: int | None = None) -> float:
+    """Maximum concurrency as that version computes it (§1b); `per_request`:
+    `layout.blocks_per_request(max_model_len)` when the caller has it."""
     if max_model_len <= 0:
         return 0.0
     if engine == "v1" and rules.concurrency_formula == "blocks_over_per_request":
-        per = layout.concurrency_blocks(max_model_len)
+        per = layout.concurrency_blocks(max_model_len, per_request)
         return num_blocks / per if per else 0.0
     return num_blocks * layout.block_size / max_model_len
 

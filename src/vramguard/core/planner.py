@@ -299,6 +299,7 @@ class _Walk(PlanReport):
         self.mm_reserve = (int(settings.mm_ipc_gpu_memory_gb * GIB)
                            if rules.mm_ipc_reserve and spec.vision is not None else 0)
         self.graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
+        self._bpr: tuple | None = None       # (layout, L, its blocks per request)
 
     def _draft_assumptions(self) -> list[str]:
         """The drafter's note (first among the walk's assumptions; detail only)."""
@@ -463,7 +464,8 @@ class _Walk(PlanReport):
                 self.L = fit
                 self.eff.set("max_model_len", fit, DERIVED)
             for st in stages:
-                need, avail = st.layout.needed_bytes(self.L), self._avail(st)
+                need = st.layout.needed_bytes(self.L, self._per_request(st.layout))
+                avail = self._avail(st)
                 if need > avail:
                     est = None
                     if rules.estimate_max_len != "none":
@@ -488,13 +490,25 @@ class _Walk(PlanReport):
         if not v1 and self.fail is None and self.L > v0_tokens:
             self.est_len = v0_tokens
             self._failed(F.KV_BELOW_MAX_MODEL_LEN, msg.v0_fit_message(self.L, v0_tokens))
-        conc = kvm.concurrency(rules, layout, blocks, self.L, rules.engine)
+        per_request = self._per_request(layout)
+        conc = kvm.concurrency(rules, layout, blocks, self.L, rules.engine, per_request)
         toks = kvm.tokens(rules, layout, blocks, conc, self.L, rules.engine)
         return _kv_capacity(bytes_per_token=layout.bytes_per_token, block_size=layout.block_size,
                             page_size_bytes=layout.page_size_bytes, num_blocks=blocks,
                             tokens=toks, max_concurrency=conc, max_model_len=self.L,
-                            blocks_per_request=layout.blocks_per_request(self.L),
+                            blocks_per_request=per_request,
                             estimated_max_model_len=self.est_len)
+
+    def _per_request(self, layout: kvm.KvLayout) -> int:
+        """`layout.blocks_per_request(self.L)`, once per layout of the walk (the fit check,
+        the concurrency and the capacity read it)."""
+        # NOTE: the stages of one walk share a layout unless PP splits the layers unevenly.
+        last = self._bpr
+        if last is not None and last[0] is layout and last[1] == self.L:
+            return last[2]
+        n = layout.blocks_per_request(self.L)
+        self._bpr = (layout, self.L, n)
+        return n
 
     # -- after the KV allocation: mamba check, graphs, sampler warm-up --
     def sampler_warmup(self) -> tuple[int, int]:
