@@ -99,6 +99,11 @@ def set_enabled(on: bool) -> None:
     _enabled = bool(on)
 
 
+def is_enabled() -> bool:
+    """Whether the caches are on (callers that keep results of their own follow it)."""
+    return _enabled
+
+
 @contextmanager
 def disabled():
     """`with disabled(): ...` computes every term afresh (tests)."""

@@ -18,8 +18,8 @@ from .provenance import GIB, Source
 from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
 from .settings import Settings
 
-__all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "USER", "DEFAULT",
-           "DERIVED"]
+__all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "flag_dicts", "USER",
+           "DEFAULT", "DERIVED"]
 
 # NOTE: the walk records where each setting came from as the Source's text (what the Plan
 # carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
@@ -96,21 +96,34 @@ def settings_base(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     return SettingsBase(window, derived, sched)
 
 
-def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
-                     device: str, base: SettingsBase | None = None) -> tuple[Eff, object]:
-    """The effective value and source of every flag the plan echoes, and the derived
-    max_model_len (`maxlen.DerivedLen`). `base`: `settings_base(spec, s, rules, gpu,
-    device)` when the caller has it. Raises UsageError for vLLM's own length checks."""
-    if base is None:
-        base = settings_base(spec, s, rules, gpu, device)
+def flag_dicts(s: Settings) -> tuple[dict, dict]:
+    """The value and source of each flag the planner takes as given (`_FLAGS`), as two dicts
+    (shared: copy them before changing them). Equal for settings with the same values of
+    those flags and the same `user_set`."""
     vals = _flag_values(s)
     # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
     # only their sources are memoized (they depend on the values' equality and user_set).
-    srcs = _memo.flag_sources(vals, s.user_set, lambda: _flag_sources(s), _FLAG_SET)
+    return dict(zip(_FLAGS, vals)), _memo.flag_sources(vals, s.user_set,
+                                                       lambda: _flag_sources(s), _FLAG_SET)
+
+
+def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                     device: str, base: SettingsBase | None = None,
+                     flags: tuple[dict, dict] | None = None) -> tuple[Eff, object]:
+    """The effective value and source of every flag the plan echoes, and the derived
+    max_model_len (`maxlen.DerivedLen`). `base`: `settings_base(spec, s, rules, gpu,
+    device)`, `flags`: `flag_dicts(s)`, when the caller has them. Raises UsageError for
+    vLLM's own length checks."""
+    if base is None:
+        base = settings_base(spec, s, rules, gpu, device)
     # NOTE: the values and sources dicts filled directly (`_Eff.set` is a method call per
-    # setting, on every screened candidate); same keys in the same order. The memoized
-    # sources are copied (a dict copy is cheaper than building one).
-    values, sources = dict(zip(_FLAGS, vals)), srcs.copy()
+    # setting, on every screened candidate); same keys in the same order. Shared dicts are
+    # copied (a dict copy is cheaper than building one; a search shares them).
+    if flags is None:
+        values, sources = flag_dicts(s)
+        sources = sources.copy()
+    else:
+        values, sources = flags[0].copy(), flags[1].copy()
     U, D, X = USER, DEFAULT, DERIVED
     util = s.gpu_memory_utilization
     if util is not None:

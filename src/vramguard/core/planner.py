@@ -41,7 +41,7 @@ from .validation import (check_backend_block_size, check_dtype_capability,
                          validate_searched)
 from .weights import draft_bytes, runtime_dtype_bytes
 
-__all__ = ["plan", "screen", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
+__all__ = ["plan", "screen", "family_of", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
 
 
 @dataclass(frozen=True)
@@ -169,15 +169,21 @@ def plan(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str
 def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: str | None = None,
            engine: str | None = None, free_bytes: int | None = None, other_used_bytes: int = 0,
            calibration: Calibration | None = None, hooks: PlanHooks | None = None,
-           env: dict[str, str] | None = None,
-           cuda_ordinal: int = 0) -> tuple[Plan, Callable[[], Plan]]:
+           env: dict[str, str] | None = None, cuda_ordinal: int = 0,
+           family: "_Family | None" = None,
+           flags: tuple[dict, dict] | None = None) -> tuple[Plan, Callable[[], Plan]]:
     """`plan(..., detail=False)`, and a function that returns the same plan in full (log
     lines, assumptions, fixes) from the same startup walk, without planning it again.
+
+    A search that screens many candidates of one family (settings equal but for the searched
+    flags, `_memo.SEARCHED`) may pass what they share: `family`, `family_of(spec, settings,
+    gpu, ...)` of any of them, and `flags`, `effective.flag_dicts(settings)` of any with the
+    same `user_set`, KV pool and blocks override (both are read, never changed).
 
     NOTE: a search screens many candidates and shows a few; re-planning those in full
     repeated the walk. The full plan equals `plan(..., detail=True)` with the same inputs."""
     walk = _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes,
-                 calibration, hooks, env, False, cuda_ordinal)
+                 calibration, hooks, env, False, cuda_ordinal, family, flags)
     return walk.run(), walk.detailed
 
 
@@ -228,11 +234,20 @@ def _check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
         check_quant_schemes(spec, settings, gpu, version)    # NOTE: at model build
 
 
-def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
-          hooks, env, detail, cuda_ordinal=0) -> "_Walk":
+def family_of(spec: ModelSpec, settings: Settings, gpu: GpuSpec, vllm_version: str | None = None,
+              engine: str | None = None, env: dict[str, str] | None = None) -> _Family:
+    """What the plans of `settings` share with every candidate that differs from it only in
+    the searched flags (memoized, `_memo.family`): pass it to `screen` as `family`."""
     version = vllm_version or NEWEST_VERSION
-    fam = _memo.family(spec, settings, gpu, version, engine, env,
-                       lambda: _family(spec, settings, gpu, version, engine, env))
+    return _memo.family(spec, settings, gpu, version, engine, env,
+                        lambda: _family(spec, settings, gpu, version, engine, env))
+
+
+def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
+          hooks, env, detail, cuda_ordinal=0, fam=None, flags=None) -> "_Walk":
+    version = vllm_version or NEWEST_VERSION
+    if fam is None:
+        fam = family_of(spec, settings, gpu, version, engine, env)
     rules, device = fam.rules, fam.device
     if fam.checked:
         # NOTE: the family's other flags passed every check: only those of the searched ones
@@ -243,7 +258,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
         fam.checked = True
     if fam.base is None:
         fam.base = settings_base(spec, settings, rules, gpu, device)
-    eff, derived = _resolve_settings(spec, settings, rules, gpu, device, fam.base)
+    eff, derived = _resolve_settings(spec, settings, rules, gpu, device, fam.base, flags)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
     if spec.vision is not None:

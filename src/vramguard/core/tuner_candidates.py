@@ -4,10 +4,13 @@ and the TP/PP sizes, lengths, flag variants and utilization it tries.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from . import _memo
 from .errors import UsageError
+from .effective import flag_dicts
 from .plan import Plan
-from .planner import screen
+from .planner import family_of, screen
 from .rules import VllmRules
 from .settings import Settings
 from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, Option, TuneRequest,
@@ -16,13 +19,36 @@ from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, Option, Tun
 from .validation import bf16_refused
 
 
+class _Family:
+    """The candidates of one family the search screened: the planner's family and the given
+    flags' dicts they share (`planner.screen`'s `family` and `flags`; None with the memo
+    caches off), and their plans by the searched flags' values."""
+
+    __slots__ = ("family", "flags", "plans")
+
+    def __init__(self):
+        self.family = None
+        self.flags: dict = {}
+        self.plans: dict = {}
+
+
+# NOTE: every candidate is `req.base` with the searched flags (`_memo.SEARCHED`) and those of
+# `_family_key` changed (`_candidate`; tests/core/test_tuner_screen.py holds it): these two
+# keys name a candidate without hashing its other fields.
+_searched_key = attrgetter(*sorted(_memo.SEARCHED))
+
+
+def _family_key(s: Settings) -> tuple:
+    return (s.tensor_parallel_size, s.pipeline_parallel_size, s.kv_cache_dtype, s.quantization,
+            s.dtype)
+
+
 class _Ctx:
     """One search: the request, a plan cache (identical candidates are planned once), the
     number of planner runs and the first of vLLM's own validation errors."""
 
     def __init__(self, req: TuneRequest):
         self.req = req
-        self.cache: dict = {}
         self.runs = 0
         self.error: UsageError | None = None
         # NOTE: the memoized row and derived length (the planner's own caches): `tune` is
@@ -32,6 +58,7 @@ class _Ctx:
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
         self._env = dict(req.env) if req.env else None
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
+        self._families: dict[tuple, _Family] = {}
 
     def _gpu_key(self, gpu: GpuTarget) -> int:
         """The same number for equal GPU targets (the plan cache's key, with the settings).
@@ -48,29 +75,54 @@ class _Ctx:
 
     def plan(self, settings: Settings, gpu: GpuTarget) -> Plan | None:
         """The candidate's plan without detail (None when vLLM's validation rejects it)."""
-        key = (settings, self._gpu_key(gpu))
-        hit = self.cache.get(key)
-        if hit is None:
-            hit = self.cache[key] = self._screen(settings, gpu)
-        return hit[0]
+        return self._screened(settings, gpu)[0]
 
-    def _screen(self, settings: Settings, gpu: GpuTarget) -> tuple:
+    def _screened(self, settings: Settings, gpu: GpuTarget) -> tuple:
+        """(plan, the function that finishes it), screened once per distinct candidate."""
+        key = (self._gpu_key(gpu), *_family_key(settings))
+        fam = self._families.get(key)
+        if fam is None:
+            fam = self._families[key] = _Family()
+        skey = _searched_key(settings)
+        hit = fam.plans.get(skey)
+        if hit is None:
+            hit = fam.plans[skey] = self._screen(settings, gpu, fam)
+        return hit
+
+    def _screen(self, settings: Settings, gpu: GpuTarget, fam: _Family) -> tuple:
         self.runs += 1
+        req = self.req
         try:
+            shared, flags = self._shared(settings, gpu, fam)
             # NOTE: candidates are screened without log lines/assumptions/fixes (same numbers,
             # a third faster); `detailed` finishes the walk of the options shown.
-            return screen(self.req.spec, settings, gpu.spec, vllm_version=self.req.vllm_version,
-                          engine=self.req.engine, free_bytes=gpu.free_bytes,
-                          env=self._env)
+            return screen(req.spec, settings, gpu.spec, vllm_version=req.vllm_version,
+                          engine=req.engine, free_bytes=gpu.free_bytes, env=self._env,
+                          family=shared, flags=flags)
         except UsageError as exc:
             self.error = self.error or exc
             return None, None
 
+    def _shared(self, s: Settings, gpu: GpuTarget, fam: _Family) -> tuple:
+        """`planner.screen`'s `family` and `flags` for the candidate `s` of `fam`, or
+        (None, None) with the memo caches off."""
+        if not _memo.is_enabled():
+            return None, None
+        if fam.family is None:
+            req = self.req
+            fam.family = family_of(req.spec, s, gpu.spec, req.vllm_version, req.engine,
+                                   self._env)
+        # NOTE: within a family the given flags' values differ only in these two.
+        key = (s.user_set, s.kv_cache_memory_bytes, s.num_gpu_blocks_override)
+        flags = fam.flags.get(key)
+        if flags is None:
+            flags = fam.flags[key] = flag_dicts(s)
+        return fam.family, flags
+
     def finishable(self, opt: Option) -> Option:
         """The option with the function that finishes its screened walk into the full plan
         (log lines, assumptions, fixes) without planning it again (`Option.detailed`)."""
-        finish = self.cache[(opt.settings, self._gpu_key(opt.gpu))][1]
-        return with_fields(opt, finish=finish)
+        return with_fields(opt, finish=self._screened(opt.settings, opt.gpu)[1])
 
     def gpus_for(self, world: int) -> tuple[GpuTarget, float]:
         """`_gpus_for(self.req, world)`, once per world size."""
