@@ -289,6 +289,12 @@ def with_inflight(shape: KvLayout, inflight: int) -> KvLayout:
 _replace_layout = replacer(KvLayout)
 
 
+def windowed(layout: KvLayout) -> bool:
+    """Whether a group of `layout` caps its blocks by a window (sliding or chunked): the only
+    groups whose blocks per request read the in-flight tokens."""
+    return any(g.window_tokens and g.kind in (SLIDING, CHUNKED) for g in layout.groups)
+
+
 def attention_runs(spec: ModelSpec,
                    layer_range: tuple[int, int]) -> tuple[tuple[AttentionSpec, int], ...]:
     """The distinct attention specs of the layers in `layer_range` with their counts, in

@@ -39,6 +39,12 @@ def _banded(value: int, rel: float, note: str) -> Estimate:
                      high_bytes=int(value + spread), source=_ESTIMATED, note=note)
 
 
+def _plus(est: Estimate, extra: int, note: str) -> Estimate:
+    """`est` with `extra` bytes added to its value and band, `note` appended."""
+    return _estimate(value_bytes=est.value_bytes + extra, low_bytes=est.low_bytes + extra,
+                     high_bytes=est.high_bytes + extra, source=est.source, note=est.note + note)
+
+
 def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
                tokens: int, seqs: int, fixed: tuple) -> tuple[tuple, str]:
     """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
@@ -62,23 +68,17 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     # consumed since the snapshot, so the V2 sampler's per-request state is in it.
     state = act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model else 0
     out = []
-    for r, rng, w_est, n_est, shape, mamba_slot in fixed:
+    for r, rng, w_est, n_est, shape, mamba_slot, windowed in fixed:
         kvq = (init_buffer_bytes(spec, s, rules, kv_name, shape.quantized_layers, tokens, seqs)
                if rules.kv_quant_dtypes and shape.quantized_layers else 0)
         if kvq:
             # NOTE: the KV format's per-layer buffers, registered at model init
-            w_est = Estimate(w_est.value_bytes + kvq, w_est.low_bytes + kvq,
-                             w_est.high_bytes + kvq, w_est.source,
-                             w_est.note + f" + {kv_name} KV buffers of the attention layers")
+            w_est = _plus(w_est, kvq, f" + {kv_name} KV buffers of the attention layers")
         if state and r == pp - 1:
-            n_est = Estimate(n_est.value_bytes + state, n_est.low_bytes + state,
-                             n_est.high_bytes + state, n_est.source,
-                             n_est.note + " + the V2 sampler's per-request penalty state")
+            n_est = _plus(n_est, state, " + the V2 sampler's per-request penalty state")
         if buffers:
             # NOTE: allocated at model init on every rank, inside the weights measurement.
-            w_est = Estimate(w_est.value_bytes + buffers, w_est.low_bytes + buffers,
-                             w_est.high_bytes + buffers, w_est.source,
-                             w_est.note + " + init buffers sized by the batched tokens")
+            w_est = _plus(w_est, buffers, " + init buffers sized by the batched tokens")
         act_shape = _profile_shape(batched_tokens=tokens, num_reqs=num_reqs,
                                    last_pp_rank=r == pp - 1, first_pp_rank=r == 0, tp=tp,
                                    moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
@@ -95,8 +95,10 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
                                      graph_mode == "NONE", fixed_sizes)
         g_est = _banded(g_val, act.GRAPH_REL,
                         "CUDA graph pool" if g_val else "no CUDA graphs captured")
-        out.append((r, rng, w_est, a_est, n_est, g_est, kvm.with_inflight(shape, inflight),
-                    g_pool))
+        # NOTE: only sliding-window/chunked groups read the in-flight tokens: other layouts
+        # are the shape itself (no copy per (tokens, seqs)).
+        out.append((r, rng, w_est, a_est, n_est, g_est,
+                    kvm.with_inflight(shape, inflight) if windowed else shape, g_pool))
     return tuple(out), kv_name, graph_mode
 
 
@@ -145,7 +147,7 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                                    block_size=block, engine=rules.engine, kv_dtype_name=kv_name,
                                    mamba_mode=mamba_mode, mla_align_elems=mla_align)
         out.append((r, rng, w_est, n_est, shape,
-                    v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
+                    v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b), kvm.windowed(shape)))
     ep_div = 1 if s.enable_expert_parallel else tp
     return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
                                  async_scheduling(spec, s, rules), v2)
