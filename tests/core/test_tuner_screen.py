@@ -180,3 +180,70 @@ def test_walk_kv_bytes_equal_the_ledgers_kv_term():
             assert walk._kv_budget(st).value_bytes == st.kv
             checked += 1
     assert checked > 200
+
+
+def test_screen_with_a_shared_family_equals_plan():
+    """`screen(..., family=family_of(other candidate), flags=flag_dicts(...))`: the family of
+    any settings that differ only in the searched flags gives the plan `plan` gives."""
+    from vramguard.core.effective import flag_dicts
+    rng = random.Random(5)
+    _memo.clear()
+    compared = 0
+    for _ in range(300):
+        model, gpu, version = rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS)
+        s = random_settings(rng)
+        other = dataclasses.replace(s, gpu_memory_utilization=rng.choice((0.6, 0.85, None)),
+                                    max_num_seqs=rng.choice((None, 8, 128)),
+                                    max_num_batched_tokens=None, max_model_len=None,
+                                    user_set=s.user_set | {"max_num_seqs"})
+        args = (spec(model), s, lookup_gpu(gpu))
+        try:
+            fam = planner.family_of(spec(model), other, lookup_gpu(gpu), version)
+            bare = planner.plan(*args, vllm_version=version, detail=False)
+        except UsageError:
+            continue
+        screened, finish = planner.screen(*args, vllm_version=version, family=fam,
+                                          flags=flag_dicts(s))
+        assert screened == bare and screened.to_dict() == bare.to_dict()
+        full = planner.plan(*args, vllm_version=version)
+        assert finish() == full and finish().to_dict() == full.to_dict()
+        compared += 1
+    assert compared > 100
+
+
+def test_tuner_candidates_of_a_family_differ_only_in_the_searched_flags(monkeypatch):
+    """The tuner names a candidate's family by its GPU, TP, PP, KV dtype, quantization and
+    dtype (`tuner_candidates._family_key`), and shares the family's terms and given-flag dicts
+    by that key: every candidate of one key must equal the others outside `_memo.SEARCHED`
+    (and their given flags' values within one user_set, KV pool and blocks override)."""
+    from vramguard.core import tuner_candidates as tc
+    from vramguard.core.tuner import GpuTarget, TuneRequest, tune
+    from vramguard.core.workload import Workload
+    seen: dict = {}
+    real = tc.screen
+
+    def record(spec_, s, gpu, **kw):
+        rest = tuple((f.name, getattr(s, f.name)) for f in dataclasses.fields(s)
+                     if f.name not in _memo.SEARCHED)
+        key = (id(kw["family"]) if kw["family"] is not None else None, id(gpu),
+               kw["free_bytes"], tc._family_key(s))
+        assert seen.setdefault(key, rest) == rest
+        return real(spec_, s, gpu, **kw)
+
+    monkeypatch.setattr(tc, "screen", record)
+    rng = random.Random(3)
+    for model in ("Qwen/Qwen2.5-7B-Instruct", "google/gemma-2-9b-it", "Qwen/Qwen3-30B-A3B"):
+        for pins in ({}, {"max_num_seqs": 64}, {"kv_cache_dtype": "auto", "enforce_eager": True},
+                     {"max_num_batched_tokens": 1024}, {"gpu_memory_utilization": 0.8}):
+            for gpu, n in (("RTX-3090", 1), ("L4", 2), ("H100-80GB", 1)):
+                g = lookup_gpu(gpu)
+                free = rng.choice((None, int(g.total_bytes * 0.7)))
+                req = TuneRequest(spec(model), Settings(**pins, user_set=frozenset(pins)),
+                                  tuple(GpuTarget(g, free) for _ in range(n)),
+                                  workload=rng.choice((None, Workload(500, 2000, 9000))),
+                                  concurrency=rng.choice((None, 16)))
+                try:
+                    tune(req)
+                except UsageError:
+                    pass
+    assert len(seen) > 50
