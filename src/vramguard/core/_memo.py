@@ -235,15 +235,29 @@ def build_layout(spec: ModelSpec, settings: Settings, rules, layer_range, *,
                                                  async_scheduling, v2_runner))
 
 
-def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, **kw):
+def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, *, kv_bytes: int,
+                 mamba_bytes: int, block_size: int, engine: str, kernel_alignment: int = 16,
+                 kv_dtype_name: str = "auto", mamba_mode: str = "none",
+                 mla_align_elems: int = 0):
     """`kv.layout_shape`, cached per model on the fields it reads and every argument."""
     if not _enabled:
-        return _kv.layout_shape(spec, settings, rules, layer_range, **kw)
-    key = (_layout_key(settings), tuple(layer_range), tuple(sorted(kw.items())))
-    # NOTE: the runs are a function of the model and the range (both in the key).
+        return _kv.layout_shape(spec, settings, rules, layer_range, kv_bytes=kv_bytes,
+                                mamba_bytes=mamba_bytes, block_size=block_size, engine=engine,
+                                kernel_alignment=kernel_alignment, kv_dtype_name=kv_dtype_name,
+                                mamba_mode=mamba_mode, mla_align_elems=mla_align_elems)
+    # NOTE: the arguments by position (sorting keyword items per lookup cost more than
+    # hashing them); the runs are a function of the model and the range (both in the key).
+    key = (_layout_key(settings), tuple(layer_range), kv_bytes, mamba_bytes, block_size, engine,
+           kernel_alignment, kv_dtype_name, mamba_mode, mla_align_elems)
     return _lookup_by_id(_table(spec, "layout"), rules, key,
                          lambda: _kv.layout_shape(spec, settings, rules, layer_range,
-                                                  runs=attention_runs(spec, layer_range), **kw))
+                                                  runs=attention_runs(spec, layer_range),
+                                                  kv_bytes=kv_bytes, mamba_bytes=mamba_bytes,
+                                                  block_size=block_size, engine=engine,
+                                                  kernel_alignment=kernel_alignment,
+                                                  kv_dtype_name=kv_dtype_name,
+                                                  mamba_mode=mamba_mode,
+                                                  mla_align_elems=mla_align_elems))
 
 
 def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_window=False,

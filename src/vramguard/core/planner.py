@@ -450,7 +450,9 @@ class _Walk(PlanReport):
     def _capacity(self) -> KvCapacity | None:
         rules, s = self.rules, self.s
         stages = self.stages
-        if all([st.layout.attention_free for st in stages]):
+        # NOTE: one stage without PP: no list or key function per screened candidate.
+        if (stages[0].layout.attention_free if len(stages) == 1
+                else all([st.layout.attention_free for st in stages])):
             self.assumptions.append("attention-free model: no KV cache")
             if s.max_model_len_auto:
                 self.logs.append("Auto-fit max_model_len: attention-free model, using derived "
@@ -493,7 +495,7 @@ class _Walk(PlanReport):
             if min(st.num_blocks for st in stages) <= 0:
                 self._failed(F.NO_KV_MEMORY, msg.no_kv_message(rules))
                 return None
-        tight = min(stages, key=lambda st: st.num_blocks)
+        tight = stages[0] if len(stages) == 1 else min(stages, key=lambda st: st.num_blocks)
         blocks = tight.num_blocks
         override = s.num_gpu_blocks_override
         if override:
@@ -566,7 +568,8 @@ class _Walk(PlanReport):
             self._failed(F.MAMBA_BLOCKS_BELOW_MAX_NUM_SEQS,
                          msg.mamba_blocks_message(seqs, cap.num_blocks))
             return
-        st = min(self.stages, key=lambda x: x.kv)
+        stages = self.stages
+        st = stages[0] if len(stages) == 1 else min(stages, key=lambda x: x.kv)
         allocated = cap.num_blocks * st.layout.page_size_bytes
         used = (self.T - self.F) + st.weights.value_bytes + st.non_torch.value_bytes + allocated
         free_after_kv = self.T - used
