@@ -51,20 +51,19 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "kv_offloading_backend", "mm_ipc_gpu_memory_gb")
 
 
-def _is_user(s: Settings, name: str, default) -> bool:
-    if s.user_set:
-        return name in s.user_set
-    return getattr(s, name) != default
-
-
 _flag_values = attrgetter(*_FLAGS)
 _FLAG_SET = frozenset(_FLAGS)
+_DEFAULT_VALUES = _flag_values(_memo.DEFAULT_SETTINGS)
 
 
 def _flag_sources(s: Settings) -> dict[str, str]:
-    """Where each of `_FLAGS` came from: the user, or vLLM's default (shared: copy it)."""
-    return {name: USER if _is_user(s, name, getattr(_memo.DEFAULT_SETTINGS, name)) else DEFAULT
-            for name in _FLAGS}
+    """Where each of `_FLAGS` came from (shared: copy it): the user when `user_set` names
+    it (without a user_set: when its value differs from vLLM's default), else the default."""
+    user = s.user_set
+    if user:
+        return {name: USER if name in user else DEFAULT for name in _FLAGS}
+    return {name: USER if value != default else DEFAULT
+            for name, value, default in zip(_FLAGS, _flag_values(s), _DEFAULT_VALUES)}
 
 
 @dataclass(frozen=True, slots=True)

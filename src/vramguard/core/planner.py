@@ -41,7 +41,7 @@ from .validation import (check_backend_block_size, check_dtype_capability,
                          validate_searched)
 from .weights import draft_bytes, runtime_dtype_bytes
 
-__all__ = ["plan", "screen", "family_of", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
+__all__ = ["plan", "screen", "family_of", "free_at_start", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
 
 
 @dataclass(frozen=True)
@@ -243,6 +243,18 @@ def family_of(spec: ModelSpec, settings: Settings, gpu: GpuSpec, vllm_version: s
                         lambda: _family(spec, settings, gpu, version, engine, env))
 
 
+def free_at_start(gpu: GpuSpec, free_bytes: int | None, family: _Family,
+                  other_used_bytes: int = 0) -> int:
+    """The free memory at vLLM's snapshot that the plans of `family` on `gpu` start from (their
+    ledgers' `free_at_start`): `free_bytes` when given, else the total less the family's CUDA
+    context and what other processes use."""
+    return _free_bytes(gpu.total_bytes, free_bytes, family.context_bytes, other_used_bytes)
+
+
+def _free_bytes(total: int, free_bytes: int | None, context: int, other_used: int) -> int:
+    return int(free_bytes) if free_bytes is not None else total - context - other_used
+
+
 def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
           hooks, env, detail, cuda_ordinal=0, fam=None, flags=None) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
@@ -299,7 +311,7 @@ class _Walk(PlanReport):
         raw_r = self.u * self.T
         self.R = float(math.ceil(raw_r)) if rules.request_ceil else raw_r
         self.ctx = context_bytes             # CUDA context etc. before the snapshot
-        self.F = int(free_bytes) if free_bytes is not None else self.T - self.ctx - other_used
+        self.F = _free_bytes(self.T, free_bytes, self.ctx, other_used)
         self.free_given = free_bytes is not None
         self.L = eff.values["max_model_len"]
         self.assumptions: list[str] = []

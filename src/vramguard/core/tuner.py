@@ -55,7 +55,7 @@ def _judge(ctx: _Ctx, s: Settings, gpu: GpuTarget, headroom: int, notes=(),
             and not _pinned(req.base, "gpu_memory_utilization")):
         # NOTE: the CUDA context (and NCCL with TP) is taken before vLLM's free-memory
         # check; lower the request to what is really free, minus the headroom.
-        free = p.tightest.free_at_start.value_bytes - headroom
+        free = ctx.free_at_start(s, gpu) - headroom
         u = math.floor(free / gpu.spec.total_bytes * 100) / 100
         if u <= 0:
             return None

@@ -10,7 +10,7 @@ from . import _memo
 from .errors import UsageError
 from .effective import flag_dicts
 from .plan import Plan
-from .planner import family_of, screen
+from .planner import family_of, free_at_start, screen
 from .rules import VllmRules
 from .settings import Settings
 from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, Option, TuneRequest,
@@ -108,16 +108,29 @@ class _Ctx:
         (None, None) with the memo caches off."""
         if not _memo.is_enabled():
             return None, None
-        if fam.family is None:
-            req = self.req
-            fam.family = family_of(req.spec, s, gpu.spec, req.vllm_version, req.engine,
-                                   self._env)
+        family = self._planner_family(s, gpu, fam)
         # NOTE: within a family the given flags' values differ only in these two.
         key = (s.user_set, s.kv_cache_memory_bytes, s.num_gpu_blocks_override)
         flags = fam.flags.get(key)
         if flags is None:
             flags = fam.flags[key] = flag_dicts(s)
-        return fam.family, flags
+        return family, flags
+
+    def _planner_family(self, s: Settings, gpu: GpuTarget, fam: _Family):
+        """`planner.family_of` the candidate `s` of `fam` (kept in `fam` with the memo on)."""
+        if fam.family is not None:
+            return fam.family
+        req = self.req
+        family = family_of(req.spec, s, gpu.spec, req.vllm_version, req.engine, self._env)
+        if _memo.is_enabled():
+            fam.family = family
+        return family
+
+    def free_at_start(self, s: Settings, gpu: GpuTarget) -> int:
+        """The free memory at vLLM's snapshot in the plan of `s` (`planner.free_at_start`),
+        without building its ledgers."""
+        fam = self._families[(self._gpu_key(gpu), *_family_key(s))]
+        return free_at_start(gpu.spec, gpu.free_bytes, self._planner_family(s, gpu, fam))
 
     def finishable(self, opt: Option) -> Option:
         """The option with the function that finishes its screened walk into the full plan
