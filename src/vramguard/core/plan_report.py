@@ -59,9 +59,13 @@ def _tp_rank(ledger: Ledger, rank: int, tp_rank: int) -> Ledger:
 class PlanReport:
     """The `Plan` of a startup walk (mixin of `planner._Walk`)."""
 
+    # NOTE: built once per walk, shared by the screened plan and the full one (`detailed`).
+    _ledgers_built: tuple[Ledger, ...] | None = None
+    _outcome_built: Outcome | None = None
+
     def _ledgers(self) -> tuple[Ledger, ...]:
         # NOTE: the full plan of a screened walk (`_Walk.detailed`) shares its ledgers.
-        done = getattr(self, "_ledgers_built", None)
+        done = self._ledgers_built
         if done is None:
             done = self._ledgers_built = self._build_ledgers()
         return done
@@ -560,19 +564,25 @@ class PlanReport:
         return out
 
     def _build(self, cap: KvCapacity | None) -> Plan:
-        outcome = getattr(self, "_outcome_built", None)   # NOTE: shared by `detailed`
+        outcome = self._outcome_built
         if outcome is None:
+            fail = self.fail
             outcome = self._outcome_built = _outcome(
-                ok=self.fail is None, failure=self.fail.failure if self.fail else None,
-                message=self.fail.message if self.fail else None, risks=tuple(self.risks))
-        eff = self.eff
+                ok=fail is None, failure=fail.failure if fail else None,
+                message=fail.message if fail else None, risks=tuple(self.risks))
+        eff, s = self.eff, self.s
+        # NOTE: the dicts filled directly (`Eff.set` per setting, per screened candidate).
+        values, sources = eff.values, eff.sources
         if cap is not None:
-            eff.set("block_size", cap.block_size, USER if self.s.block_size else DEFAULT)
+            values["block_size"] = cap.block_size
+            sources["block_size"] = USER if s.block_size else DEFAULT
         kv_name = self.kv_name      # NOTE: `kv.kv_dtype_bytes` of the stage terms
-        eff.set("kv_cache_dtype", kv_name, USER if kv_name == self.s.kv_cache_dtype
-                and self.s.kv_cache_dtype != "auto" else DEFAULT)
+        values["kv_cache_dtype"] = kv_name
+        sources["kv_cache_dtype"] = (USER if kv_name == s.kv_cache_dtype
+                                     and s.kv_cache_dtype != "auto" else DEFAULT)
         if self.rules.cudagraph_control in _HAS_CUDAGRAPH_MODE:
-            eff.set("cudagraph_mode", self.graph_mode, self._graph_mode_source())
+            values["cudagraph_mode"] = self.graph_mode
+            sources["cudagraph_mode"] = self._graph_mode_source()
         if not self.detail:
             # NOTE: a screened plan: its ledgers are built when first read (`Plan.__getattr__`;
             # the full plan shares them), and it holds the walk's settings dicts (no copy:

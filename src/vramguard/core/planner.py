@@ -118,7 +118,7 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: "_Family", gpu: G
     terms, kv_name, graph_mode = _memo.family_terms(fam.terms, spec, s, fam.rules, gpu,
                                                     fam.device, tokens, seqs, _base_terms,
                                                     _fixed_terms)
-    stages = [_Stage(*t) for t in terms]
+    stages = [_Stage(*terms[0])] if len(terms) == 1 else [_Stage(*t) for t in terms]
     if cal is not None or hooks is not None:
         for st in stages:
             _override(st, cal, hooks, tokens, graph_mode == "NONE")
@@ -298,12 +298,22 @@ class _Fail:
 class _Walk(PlanReport):
     """vLLM's startup order (§2) over the per-stage terms; `PlanReport` builds the Plan."""
 
+    # NOTE: what most walks leave as it starts, as class attributes (a walk per screened
+    # candidate sets only what it changes).
+    fail: _Fail | None = None
+    est_len: int | None = None
+    forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
+    fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
+    graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
+    _bpr: tuple | None = None       # (layout, L, its blocks per request)
+    cap: KvCapacity | None = None   # the capacity `run` found
+
     def __init__(self, spec, settings, gpu, rules, eff, stages, version, free_bytes,
                  other_used, cal, hooks, device, derived, detail=True, kv_name="auto",
                  cuda_ordinal=0, context_bytes=0):
         self.spec, self.s, self.gpu, self.rules = spec, settings, gpu, rules
         self.cuda_ordinal = cuda_ordinal
-        self.detail, self.kv_name, self.cap = detail, kv_name, None
+        self.detail, self.kv_name = detail, kv_name
         self.eff, self.stages, self.version = eff, stages, version
         self.cal, self.hooks, self.device, self.derived = cal, hooks, device, derived
         self.T = gpu.total_bytes
@@ -317,16 +327,10 @@ class _Walk(PlanReport):
         self.assumptions: list[str] = []
         self.logs: list[str] = []
         self.risks: list[str] = []
-        self.fail: _Fail | None = None
-        self.est_len: int | None = None
-        self.forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
-        self.fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
         # NOTE: vLLM 0.25+ takes --mm-ipc-gpu-memory-gb out of a multimodal model's KV budget
         # after logging it (`reserve_mm_ipc_gpu_memory`); a text-only model drops the flag
         self.mm_reserve = (int(settings.mm_ipc_gpu_memory_gb * GIB)
                            if rules.mm_ipc_reserve and spec.vision is not None else 0)
-        self.graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
-        self._bpr: tuple | None = None       # (layout, L, its blocks per request)
 
     def _draft_assumptions(self) -> list[str]:
         """The drafter's note (first among the walk's assumptions; detail only)."""
