@@ -283,6 +283,18 @@ def derived_max_model_len(spec: ModelSpec, rules, disable_sliding_window: bool =
                              sliding_window=sliding_window))
 
 
+def activation_peak(spec: ModelSpec, fields: tuple) -> int:
+    """`activation.activation_bytes(spec, ProfileShape(*fields))[0]` (the peak), cached on
+    the shape's fields in order.
+
+    NOTE: a search screens a profile shape per (tokens, sequences); the fields' tuple hashes
+    in C, the shape is built on a miss only."""
+    if not _enabled:
+        return _act.activation_bytes(spec, _act.ProfileShape(*fields))[0]
+    return _lookup(_table(spec, "activation"), fields,
+                   lambda: _act.activation_bytes(spec, _act.ProfileShape(*fields))[0])
+
+
 def activation_bytes(spec: ModelSpec, shape):
     """`activation.activation_bytes`, cached on the profile shape (a frozen dataclass).
 
