@@ -381,3 +381,57 @@ def test_a_flag_given_as_none_pins_nothing(name):
     plain = tune(request(model, "RTX-5070Ti", workload=Workload(500, 1000, 2000)))
     assert got.recommended is not None
     assert got.recommended.settings == plain.recommended.settings
+
+
+# ---- the cyclic collector ------------------------------------------------------------------
+
+def _varied_requests():
+    """Requests that start, fail every candidate (a pin vLLM refuses) or explain."""
+    yield request("Qwen/Qwen2.5-7B-Instruct", "RTX-3090", workload=Workload(800, 2000, 6000))
+    yield request("meta-llama/Llama-3.3-70B-Instruct", "L4")                  # explains
+    yield request("Qwen/Qwen2.5-7B-Instruct", "T4", vllm_version="0.6.6",
+                  base=pinned(max_num_batched_tokens=1024))                  # v0: refused
+    yield request("Qwen/Qwen2.5-7B-Instruct", "H100-80GB", base=pinned(quantization="awq"))
+    yield request("google/gemma-2-9b-it", "A100-80GB", 2, concurrency=400)
+
+
+def test_tune_pauses_the_cyclic_collector_and_restores_it():
+    import gc
+    seen = []
+    for enabled in (True, False):
+        gc.enable() if enabled else gc.disable()
+        try:
+            for req in _varied_requests():
+                try:
+                    tune(req)
+                except UsageError:
+                    pass
+                seen.append(gc.isenabled())
+        finally:
+            gc.enable()
+        assert seen == [enabled] * 5
+        seen.clear()
+
+
+def test_tune_leaves_no_reference_cycle_behind():
+    """The collector is paused during a search: its records (and a validation error kept or
+    raised) must be freed by reference counting alone."""
+    import gc
+
+    from vramguard.core import _memo
+    reqs = list(_varied_requests())
+    gc.collect()
+    gc.disable()
+    try:
+        raised = 0
+        for req in reqs:
+            _memo.clear()
+            try:
+                tune(req)
+            except UsageError:
+                raised += 1
+        _memo.clear()
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert raised >= 1 and found == 0

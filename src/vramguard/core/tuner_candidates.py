@@ -100,7 +100,9 @@ class _Ctx:
                           engine=req.engine, free_bytes=gpu.free_bytes, env=self._env,
                           family=shared, flags=flags)
         except UsageError as exc:
-            self.error = self.error or exc
+            # NOTE: kept without its traceback, whose frames hold this context (a cycle left
+            # for the collector, which `tune` pauses); the message is what is shown.
+            self.error = self.error or exc.with_traceback(None)
             return None, None
 
     def _shared(self, s: Settings, gpu: GpuTarget, fam: _Family) -> tuple:
@@ -136,6 +138,12 @@ class _Ctx:
         """The option with the function that finishes its screened walk into the full plan
         (log lines, assumptions, fixes) without planning it again (`Option.detailed`)."""
         return with_fields(opt, finish=self._screened(opt.settings, opt.gpu)[1])
+
+    def take_error(self) -> UsageError:
+        """The first validation error, no longer kept here (raised, its traceback holds the
+        raising frame: kept, that frame's context would close a reference cycle)."""
+        err, self.error = self.error, None
+        return err
 
     def gpus_for(self, world: int) -> tuple[GpuTarget, float]:
         """`_gpus_for(self.req, world)`, once per world size."""
