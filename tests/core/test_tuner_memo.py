@@ -376,7 +376,7 @@ def test_tuner_plan_cache_gpu_key_by_value():
     h = lookup_gpu("H100-80GB")
     a, b, c = GpuTarget(h), GpuTarget(h), GpuTarget(h, 40 << 30)
     ctx = _Ctx(TuneRequest(spec("Qwen/Qwen2.5-7B-Instruct"), Settings(), (a, b, c)))
-    assert ctx._gpu_key(a) == ctx._gpu_key(b) != ctx._gpu_key(c)
+    assert ctx.gpu_key(a) == ctx.gpu_key(b) != ctx.gpu_key(c)
     s = Settings(gpu_memory_utilization=0.6)
     assert ctx.plan(s, a) is ctx.plan(s, b)
     assert ctx.plan(s, c).to_dict() != ctx.plan(s, a).to_dict()

@@ -321,7 +321,7 @@ def _tune(req: TuneRequest) -> TuneResult:
             options.append(fixed)
     # NOTE: only the recommendation is shown in full (`plan.to_dict()` in --json); the other
     # options keep their screened plans and finish on demand (`Option.detailed`).
-    options = [ctx.finishable(o) for o in _dedupe(sorted(options, key=Option.rank_key))]
+    options = [ctx.finishable(o) for o in _dedupe(ctx, sorted(options, key=Option.rank_key))]
     if best is not None:
         i = next(i for i, o in enumerate(options)
                  if o.settings == best.settings and o.gpu == best.gpu)
@@ -382,15 +382,15 @@ def _without_default_pins(req: TuneRequest) -> TuneRequest:
 
 
 def _best(options: list[Option]) -> Option | None:
-    return next((o for o in sorted(options, key=Option.rank_key)
-                 if o.starts and o.meets_target), None)
+    # NOTE: the first of the best ranked, as in the ranked list (min keeps the first of ties)
+    return min((o for o in options if o.starts and o.meets_target), key=Option.rank_key,
+               default=None)
 
 
-
-def _dedupe(options: list[Option]) -> list[Option]:
+def _dedupe(ctx: _Ctx, options: list[Option]) -> list[Option]:
     seen, out = set(), []
     for o in options:
-        key = (o.settings, o.gpu)
+        key = (o.settings, ctx.gpu_key(o.gpu))      # NOTE: a GpuTarget hashes every field
         if key not in seen:
             seen.add(key)
             out.append(o)

@@ -38,9 +38,8 @@ class _Family:
 _searched_key = attrgetter(*sorted(_memo.SEARCHED))
 
 
-def _family_key(s: Settings) -> tuple:
-    return (s.tensor_parallel_size, s.pipeline_parallel_size, s.kv_cache_dtype, s.quantization,
-            s.dtype)
+_family_key = attrgetter("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
+                         "quantization", "dtype")
 
 
 class _Ctx:
@@ -58,19 +57,24 @@ class _Ctx:
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
         self._env = dict(req.env) if req.env else None
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
+        self._last_gpu: tuple = (None, None)
         self._families: dict[tuple, _Family] = {}
 
-    def _gpu_key(self, gpu: GpuTarget) -> int:
+    def gpu_key(self, gpu: GpuTarget) -> int:
         """The same number for equal GPU targets (the plan cache's key, with the settings).
 
         NOTE: hashing a GpuTarget hashes every field of its GpuSpec, on every lookup; the
         search passes a handful of objects: each is compared by value once, then by identity."""
+        if gpu is self._last_gpu[0]:
+            return self._last_gpu[1]      # NOTE: a search judges one GPU target at a time
         hit = self._gpu_keys.get(id(gpu))
         if hit is not None and hit[0] is gpu:
+            self._last_gpu = hit
             return hit[1]
         key = next((k for g, k in self._gpu_keys.values() if g == gpu),
                    len({k for _, k in self._gpu_keys.values()}))
-        self._gpu_keys[id(gpu)] = (gpu, key)      # NOTE: kept alive: its id is not reused
+        # NOTE: the target kept alive with its key: its id is not reused
+        self._gpu_keys[id(gpu)] = self._last_gpu = (gpu, key)
         return key
 
     def plan(self, settings: Settings, gpu: GpuTarget) -> Plan | None:
@@ -79,7 +83,7 @@ class _Ctx:
 
     def _screened(self, settings: Settings, gpu: GpuTarget) -> tuple:
         """(plan, the function that finishes it), screened once per distinct candidate."""
-        key = (self._gpu_key(gpu), *_family_key(settings))
+        key = (self.gpu_key(gpu), _family_key(settings))
         fam = self._families.get(key)
         if fam is None:
             fam = self._families[key] = _Family()
@@ -131,7 +135,7 @@ class _Ctx:
     def free_at_start(self, s: Settings, gpu: GpuTarget) -> int:
         """The free memory at vLLM's snapshot in the plan of `s` (`planner.free_at_start`),
         without building its ledgers."""
-        fam = self._families[(self._gpu_key(gpu), *_family_key(s))]
+        fam = self._families[(self.gpu_key(gpu), _family_key(s))]
         return free_at_start(gpu.spec, gpu.free_bytes, self._planner_family(s, gpu, fam))
 
     def finishable(self, opt: Option) -> Option:
