@@ -30,6 +30,8 @@ __all__ = ["PlanReport"]
 
 # NOTE: built once or more per screened candidate: without the frozen __init__ (_frozen.py).
 _ledger, _outcome, _plan = maker(Ledger), maker(Outcome), maker(Plan)
+# NOTE: most screened candidates start without a risk: one shared (frozen) outcome for them.
+_STARTS = Outcome(ok=True)
 _estimate = maker(Estimate)
 _CATALOG, _DERIVED_SRC, _MEASURED = Source.CATALOG, Source.DERIVED, Source.MEASURED
 # NOTE: where the GPU's total came from (`GpuSpec.source`): the catalog, --gpu-memory-gib,
@@ -567,9 +569,13 @@ class PlanReport:
         outcome = self._outcome_built
         if outcome is None:
             fail = self.fail
-            outcome = self._outcome_built = _outcome(
-                ok=fail is None, failure=fail.failure if fail else None,
-                message=fail.message if fail else None, risks=tuple(self.risks))
+            if fail is None and not self.risks:
+                outcome = _STARTS
+            else:
+                outcome = _outcome(ok=fail is None, failure=fail.failure if fail else None,
+                                   message=fail.message if fail else None,
+                                   risks=tuple(self.risks))
+            self._outcome_built = outcome
         eff, s = self.eff, self.s
         # NOTE: the dicts filled directly (`Eff.set` per setting, per screened candidate).
         values, sources = eff.values, eff.sources
