@@ -360,10 +360,14 @@ class _Walk(PlanReport):
         plan builds when first read."""
         if self.s.kv_cache_memory_bytes is not None:
             return int(self.s.kv_cache_memory_bytes) - self.mm_reserve
-        kv = int(self.R)
-        for t in self._budget_terms(st):
-            kv -= t.value_bytes
-        return (kv - (self.T - self.F) if self.rules.whole_gpu else kv) - self.mm_reserve
+        # NOTE: `_budget_terms` spelled out (no tuple per stage of a screened candidate);
+        # tests/core/test_tuner_screen.py holds it equal to the ledgers' KV term.
+        rules = self.rules
+        kv = (int(self.R) - st.weights.value_bytes - st.activation.value_bytes
+              - st.non_torch.value_bytes)
+        if rules.graph_budget == "subtracted":
+            kv -= st.graph.value_bytes
+        return (kv - (self.T - self.F) if rules.whole_gpu else kv) - self.mm_reserve
 
     def _kv_budget(self, st: _Stage) -> Estimate:
         """K with its band and provenance (the ledgers' KV term)."""

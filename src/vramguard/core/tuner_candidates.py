@@ -22,24 +22,22 @@ from .validation import bf16_refused
 class _Family:
     """The candidates of one family the search screened: the planner's family and the given
     flags' dicts they share (`planner.screen`'s `family` and `flags`; None with the memo
-    caches off), and their plans by the searched flags' values."""
+    caches off)."""
 
-    __slots__ = ("family", "flags", "plans")
+    __slots__ = ("family", "flags")
 
     def __init__(self):
         self.family = None
         self.flags: dict = {}
-        self.plans: dict = {}
 
 
-# NOTE: every candidate is `req.base` with the searched flags (`_memo.SEARCHED`) and those of
-# `_family_key` changed (`_candidate`; tests/core/test_tuner_screen.py holds it): these two
-# keys name a candidate without hashing its other fields.
-_searched_key = attrgetter(*sorted(_memo.SEARCHED))
-
-
-_family_key = attrgetter("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
-                         "quantization", "dtype")
+# NOTE: every candidate is `req.base` with the searched flags (`_memo.SEARCHED`) and these
+# changed (`_candidate`; tests/core/test_tuner_screen.py holds it): they name its family, and
+# with the searched flags the candidate, without hashing its other fields.
+_FAMILY_FIELDS = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype",
+                  "quantization", "dtype")
+_family_key = attrgetter(*_FAMILY_FIELDS)
+_candidate_key = attrgetter(*_FAMILY_FIELDS, *sorted(_memo.SEARCHED))
 
 
 class _Ctx:
@@ -59,6 +57,7 @@ class _Ctx:
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
         self._last_gpu: tuple = (None, None)
         self._families: dict[tuple, _Family] = {}
+        self._plans: list[dict] = []      # per GPU key: (plan, finish) per candidate key
 
     def gpu_key(self, gpu: GpuTarget) -> int:
         """The same number for equal GPU targets (the plan cache's key, with the settings).
@@ -71,8 +70,9 @@ class _Ctx:
         if hit is not None and hit[0] is gpu:
             self._last_gpu = hit
             return hit[1]
-        key = next((k for g, k in self._gpu_keys.values() if g == gpu),
-                   len({k for _, k in self._gpu_keys.values()}))
+        key = next((k for g, k in self._gpu_keys.values() if g == gpu), len(self._plans))
+        if key == len(self._plans):
+            self._plans.append({})
         # NOTE: the target kept alive with its key: its id is not reused
         self._gpu_keys[id(gpu)] = self._last_gpu = (gpu, key)
         return key
@@ -83,21 +83,25 @@ class _Ctx:
 
     def _screened(self, settings: Settings, gpu: GpuTarget) -> tuple:
         """(plan, the function that finishes it), screened once per distinct candidate."""
-        key = (self.gpu_key(gpu), _family_key(settings))
+        plans = self._plans[self.gpu_key(gpu)]
+        key = _candidate_key(settings)
+        hit = plans.get(key)
+        if hit is None:
+            hit = plans[key] = self._screen(settings, gpu)
+        return hit
+
+    def _family(self, s: Settings, gpu: GpuTarget) -> _Family:
+        key = (self.gpu_key(gpu), _family_key(s))
         fam = self._families.get(key)
         if fam is None:
             fam = self._families[key] = _Family()
-        skey = _searched_key(settings)
-        hit = fam.plans.get(skey)
-        if hit is None:
-            hit = fam.plans[skey] = self._screen(settings, gpu, fam)
-        return hit
+        return fam
 
-    def _screen(self, settings: Settings, gpu: GpuTarget, fam: _Family) -> tuple:
+    def _screen(self, settings: Settings, gpu: GpuTarget) -> tuple:
         self.runs += 1
         req = self.req
         try:
-            shared, flags = self._shared(settings, gpu, fam)
+            shared, flags = self._shared(settings, gpu, self._family(settings, gpu))
             # NOTE: candidates are screened without log lines/assumptions/fixes (same numbers,
             # a third faster); `detailed` finishes the walk of the options shown.
             return screen(req.spec, settings, gpu.spec, vllm_version=req.vllm_version,
@@ -135,8 +139,8 @@ class _Ctx:
     def free_at_start(self, s: Settings, gpu: GpuTarget) -> int:
         """The free memory at vLLM's snapshot in the plan of `s` (`planner.free_at_start`),
         without building its ledgers."""
-        fam = self._families[(self.gpu_key(gpu), _family_key(s))]
-        return free_at_start(gpu.spec, gpu.free_bytes, self._planner_family(s, gpu, fam))
+        return free_at_start(gpu.spec, gpu.free_bytes,
+                             self._planner_family(s, gpu, self._family(s, gpu)))
 
     def finishable(self, opt: Option) -> Option:
         """The option with the function that finishes its screened walk into the full plan
