@@ -47,13 +47,11 @@ def patch_planner() -> None:
     """Route the planner's per-candidate invariants through core/_memo.py (bench only)."""
     import types
 
-    from vramguard.core import activation, kv
+    from vramguard.core import kv
     planner.resolve_rules = _memo.resolve_rules
     planner.weights_per_rank = _memo.weights_per_rank
     planner.resolve_max_model_len = _memo.resolve_max_model_len
     planner.kvm = types.SimpleNamespace(**{**vars(kv), "build_layout": _memo.build_layout})
-    planner.act = types.SimpleNamespace(**{**vars(activation),
-                                           "activation_bytes": _memo.activation_bytes})
 
 
 def candidates(n: int, seed: int = 0) -> list[Settings]:

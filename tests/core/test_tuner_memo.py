@@ -38,15 +38,13 @@ def spec(model):
 @pytest.fixture(params=["as wired", "patched"])
 def wiring(request, monkeypatch):
     if request.param == "patched":
-        from vramguard.core import activation, kv
+        from vramguard.core import kv
         monkeypatch.setattr(planner, "resolve_rules", _memo.resolve_rules, raising=False)
         monkeypatch.setattr(planner, "weights_per_rank", _memo.weights_per_rank, raising=False)
         monkeypatch.setattr(planner, "resolve_max_model_len", _memo.resolve_max_model_len,
                             raising=False)
         monkeypatch.setattr(planner, "kvm", types.SimpleNamespace(
             **{**vars(kv), "build_layout": _memo.build_layout}))
-        monkeypatch.setattr(planner, "act", types.SimpleNamespace(
-            **{**vars(activation), "activation_bytes": _memo.activation_bytes}))
     _memo.clear()
     yield request.param
     _memo.set_enabled(True)

@@ -2,8 +2,8 @@
 
 A tuner plans thousands of candidates of one model that differ only in
 `gpu_memory_utilization`, `max_model_len`, `max_num_seqs`, `max_num_batched_tokens` (and a
-few discrete flags). The version row, the weights per rank, the KV layout, the derived
-maximum length and the activation peak are the same for many of them; these wrappers
+few discrete flags). The version row, the weights per rank, the KV layout and the derived
+maximum length are the same for many of them; these wrappers
 compute each once per distinct input and return the stored (immutable) result. `family`
 keeps the planner's prefix shared by candidates that differ only in the searched flags
 (`SEARCHED`): the row, the checks of the other flags, and the stage terms per (batched
@@ -30,7 +30,6 @@ from dataclasses import fields
 from functools import lru_cache
 from operator import attrgetter
 
-from . import activation as _act
 from . import kv as _kv
 from . import maxlen as _maxlen
 from . import rules as _rules
@@ -281,28 +280,6 @@ def derived_max_model_len(spec: ModelSpec, rules, disable_sliding_window: bool =
                          lambda: _maxlen.derive_max_model_len(
                              spec, rules, disable_sliding_window=disable_sliding_window,
                              sliding_window=sliding_window))
-
-
-def activation_peak(spec: ModelSpec, fields: tuple) -> int:
-    """`activation.activation_bytes(spec, ProfileShape(*fields))[0]` (the peak), cached on
-    the shape's fields in order.
-
-    NOTE: a search screens a profile shape per (tokens, sequences); the fields' tuple hashes
-    in C, the shape is built on a miss only."""
-    if not _enabled:
-        return _act.activation_bytes(spec, _act.ProfileShape(*fields))[0]
-    return _lookup(_table(spec, "activation"), fields,
-                   lambda: _act.activation_bytes(spec, _act.ProfileShape(*fields))[0])
-
-
-def activation_bytes(spec: ModelSpec, shape):
-    """`activation.activation_bytes`, cached on the profile shape (a frozen dataclass).
-
-    NOTE: the returned parts dict is shared: read it, do not change it."""
-    if not _enabled:
-        return _act.activation_bytes(spec, shape)
-    return _lookup(_table(spec, "activation"), shape,
-                   lambda: _act.activation_bytes(spec, shape))
 
 
 def sliding_window(spec: ModelSpec) -> int | None:

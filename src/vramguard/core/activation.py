@@ -120,8 +120,9 @@ def mm_profile(spec: ModelSpec, tokens: int, seqs: int, reqs_by_mm: bool,
     return reqs, not (dropped_when_long and mm > tokens // reqs)
 
 
-def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> tuple[int, dict[str, int]]:
-    """Activation peak `A` on one rank, and its parts (for the assumptions).
+def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
+    """Activation peak `A` on one rank: the batched tokens' hidden states, the MoE workspace,
+    the sampler's fp32 logits (last PP rank) and the multimodal encoder's batch (first rank).
 
     v0 profiles text and multimodal inputs in one forward (the encoder adds); v1 runs the
     encoder batch first and frees it, so the peak is the larger of the two.
@@ -129,23 +130,19 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> tuple[int, dict[st
     t = shape.batched_tokens
     eng = "v0" if shape.engine == "v0" else "v1"
     dtype_scale = 1.0 + 0.3 * (shape.dtype_bytes / 2 - 1)
-    parts: dict[str, int] = {}
-    parts["hidden"] = int(t * spec.hidden_size * ACT_BYTES_PER_TOKEN_HIDDEN[eng] * dtype_scale)
+    total = int(t * spec.hidden_size * ACT_BYTES_PER_TOKEN_HIDDEN[eng] * dtype_scale)
     if spec.moe is not None:
         m = spec.moe
         inter = m.moe_intermediate_size / max(1, shape.moe_inter_divisor)
         ws = t * m.num_experts_per_tok * (3 * inter + spec.hidden_size) * 2
-        parts["moe_workspace"] = int(ws * ACT_MOE_FACTOR)
+        total += int(ws * ACT_MOE_FACTOR)
     if shape.last_pp_rank and not spec.is_encoder_only:
-        parts["sampler_logits"] = int(shape.num_reqs * spec.vocab_size * 4
-                                      * shape.sampler_copies)
-    total = sum(parts.values())
+        total += int(shape.num_reqs * spec.vocab_size * 4 * shape.sampler_copies)
     enc = (vision_encoder_bytes(spec, shape.tp, eng)
            if shape.first_pp_rank and shape.encoder_profiled else 0)
     if enc:
-        parts["vision_encoder"] = enc
         total = total + enc if eng == "v0" else max(total, enc)
-    return total, parts
+    return total
 
 
 def v2_sampler_state_bytes(spec: ModelSpec, num_reqs: int) -> int:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 # NOTE: built for every (tokens, seqs) a search tries: without the frozen __init__ (_frozen.py).
-_estimate = maker(Estimate)
+_profile_shape, _estimate = maker(act.ProfileShape), maker(Estimate)
 _ESTIMATED = Source.ESTIMATED
 
 
@@ -79,9 +79,12 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
         if buffers:
             # NOTE: allocated at model init on every rank, inside the weights measurement.
             w_est = _plus(w_est, buffers, " + init buffers sized by the batched tokens")
-        # NOTE: `act.ProfileShape`'s fields, in order
-        a_val = _memo.activation_peak(spec, (tokens, num_reqs, r == pp - 1, r == 0, tp, ep_div,
-                                             dtype_b, rules.engine, copies, encoder))
+        # NOTE: computed, not memoized: a search gives most (tokens, seqs) once, and looking
+        # the peak up cost more than the arithmetic.
+        a_val = act.activation_bytes(spec, _profile_shape(
+            batched_tokens=tokens, num_reqs=num_reqs, last_pp_rank=r == pp - 1,
+            first_pp_rank=r == 0, tp=tp, moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
+            engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
