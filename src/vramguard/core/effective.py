@@ -18,8 +18,8 @@ from .provenance import GIB, Source
 from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
 from .settings import Settings
 
-__all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "flag_dicts", "USER",
-           "DEFAULT", "DERIVED"]
+__all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "flag_dicts",
+           "GIVEN_FLAGS", "USER", "DEFAULT", "DERIVED"]
 
 # NOTE: the walk records where each setting came from as the Source's text (what the Plan
 # carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
@@ -52,7 +52,7 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
 
 
 _flag_values = attrgetter(*_FLAGS)
-_FLAG_SET = frozenset(_FLAGS)
+_FLAG_SET = GIVEN_FLAGS = frozenset(_FLAGS)   # the flags `flag_dicts` reads
 _DEFAULT_VALUES = _flag_values(_memo.DEFAULT_SETTINGS)
 
 

@@ -8,7 +8,7 @@ from operator import attrgetter
 
 from . import _memo
 from .errors import UsageError
-from .effective import flag_dicts
+from .effective import GIVEN_FLAGS, flag_dicts
 from .plan import Plan
 from .planner import family_of, free_at_start, screen
 from .rules import VllmRules
@@ -123,7 +123,13 @@ class _Ctx:
         key = (s.user_set, s.kv_cache_memory_bytes, s.num_gpu_blocks_override)
         flags = fam.flags.get(key)
         if flags is None:
-            flags = fam.flags[key] = flag_dicts(s)
+            # NOTE: the sources read which given flags the user_set names (any flag at all:
+            # without one, the values decide): user_sets that differ in other flags share.
+            given = (bool(s.user_set), s.user_set & GIVEN_FLAGS, *key[1:])
+            flags = fam.flags.get(given)
+            if flags is None:
+                flags = fam.flags[given] = flag_dicts(s)
+            fam.flags[key] = flags
         return family, flags
 
     def _planner_family(self, s: Settings, gpu: GpuTarget, fam: _Family):
