@@ -10,6 +10,9 @@ norm) on the last. Layers are split over PP stages like vLLM's `get_pp_indices`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
+from itertools import chain
+from operator import add
 
 from .model import DTYPE_BYTES, ModelSpec, QuantSpec, distinct_index
 from .settings import Settings
@@ -140,12 +143,11 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
         terms.append((att * att_b + dense * lin + experts * exp_b * expert_pad
                       + p.router * router_b + p.norms * dtype_b, p.attn_replicated * att_b))
         counts.append(int(att + rep + dense + experts))
-    total_b, params = 0.0, 0
-    for i in per_layer[start:end]:
-        layer_b, replicated_b = terms[i]
-        total_b += layer_b
-        total_b += replicated_b
-        params += counts[i]
+    # NOTE: the float sum adds each layer's two terms in layer order (bit-identical to a loop;
+    # `reduce` over `add` runs in C, and unlike `sum` never compensates rounding).
+    layers = per_layer[start:end]
+    total_b = reduce(add, chain.from_iterable(map(terms.__getitem__, layers)), 0.0)
+    params = sum(map(counts.__getitem__, layers))
     vocab = max(1, spec.vocab_size)
     padded = -(-vocab // VOCAB_PADDING) * VOCAB_PADDING
     shard = padded / vocab / tp
