@@ -323,8 +323,8 @@ def _tune(req: TuneRequest) -> TuneResult:
     # options keep their screened plans and finish on demand (`Option.detailed`).
     options = [ctx.finishable(o) for o in _dedupe(ctx, sorted(options, key=Option.rank_key))]
     if best is not None:
-        i = next(i for i, o in enumerate(options)
-                 if o.settings == best.settings and o.gpu == best.gpu)
+        best_key = ctx.key_of(best.settings, best.gpu)
+        i = next(i for i, o in enumerate(options) if ctx.key_of(o.settings, o.gpu) == best_key)
         options[i] = best = options[i].detailed()
     reason = nearest = None
     blocking: tuple[str, ...] = ()
@@ -390,7 +390,7 @@ def _best(options: list[Option]) -> Option | None:
 def _dedupe(ctx: _Ctx, options: list[Option]) -> list[Option]:
     seen, out = set(), []
     for o in options:
-        key = (o.settings, ctx.gpu_key(o.gpu))      # NOTE: a GpuTarget hashes every field
+        key = ctx.key_of(o.settings, o.gpu)     # NOTE: not the Settings' 57 fields
         if key not in seen:
             seen.add(key)
             out.append(o)

@@ -90,6 +90,10 @@ class _Ctx:
             hit = plans[key] = self._screen(settings, gpu)
         return hit
 
+    def key_of(self, s: Settings, gpu: GpuTarget) -> tuple:
+        """What names the candidate `s` on `gpu` in this search (equal for equal candidates)."""
+        return self.gpu_key(gpu), _candidate_key(s)
+
     def _family(self, s: Settings, gpu: GpuTarget) -> _Family:
         key = (self.gpu_key(gpu), _family_key(s))
         fam = self._families.get(key)
