@@ -433,8 +433,8 @@ class _Walk(PlanReport):
     def _load_transient(self) -> int:
         """Online FP8 up to 0.18 materializes each tensor in 16-bit first (§8): the largest
         layer's linear weights cost one extra byte per parameter while loading."""
-        q = (self.s.quantization or "").lower()
-        if not self.rules.online_fp8_bf16_load_peak or self.spec.quant is not None or q != "fp8":
+        if (not self.rules.online_fp8_bf16_load_peak or self.spec.quant is not None
+                or (self.s.quantization or "").lower() != "fp8"):
             return 0
         tp = self.s.tensor_parallel_size
         return max((l.params.total() - l.params.norms - l.params.router) // tp
