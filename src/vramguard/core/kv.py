@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .model import (CHUNKED, CSA, DTYPE_BYTES, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec,
-                    MambaState, ModelSpec, counted, distinct_index)
+                    MambaState, ModelSpec, counted, distinct_index, fields_key)
 from ._frozen import replacer
 from .kv_quant import (PER_TOKEN_HEAD, TURBOQUANT, aligned_block_size, packed_head_bytes,
                        skip_layers)
@@ -287,6 +287,7 @@ def with_inflight(shape: KvLayout, inflight: int) -> KvLayout:
 
 
 _replace_layout = replacer(KvLayout)
+_ATTENTION_KEY = fields_key(AttentionSpec)
 
 
 def windowed(layout: KvLayout) -> bool:
@@ -300,7 +301,8 @@ def attention_runs(spec: ModelSpec,
     """The distinct attention specs of the layers in `layer_range` with their counts, in
     order of first occurrence (what `layout_shape` reads of the layers)."""
     start, end = layer_range
-    runs = counted(*distinct_index([layer.attention for layer in spec.layers[start:end]]))
+    attns = [layer.attention for layer in spec.layers[start:end]]
+    runs = counted(*distinct_index(attns, map(_ATTENTION_KEY, attns)))
     if any(a.cache_layers != 1 for a, _ in runs):
         # NOTE: LongCat-Flash's two attentions per decoder layer are two KV cache layers
         runs = tuple((replace(a, cache_layers=1), n * a.cache_layers) for a, n in runs)

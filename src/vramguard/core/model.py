@@ -8,8 +8,10 @@ the weights on each rank without knowing the architecture.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from math import prod
+from operator import attrgetter
+from typing import Callable
 
 from .provenance import Source
 
@@ -150,18 +152,31 @@ class LayerParams:
         return self.total() - self.experts + self.experts * experts_per_tok // num_experts
 
 
-def distinct_index(items) -> tuple[tuple, tuple[int, ...]]:
+def distinct_index(items, keys=None) -> tuple[tuple, tuple[int, ...]]:
     """(the distinct values of `items` in order of first occurrence, each item's position in
-    that tuple). NOTE: a model's layers are distinct objects with one or two distinct values
-    (attention specs, parameter counts): per-layer work can be done once per value."""
+    that tuple). `keys`: a stand-in per item, equal exactly when the items are equal
+    (`fields_key(cls)` for dataclass instances).
+
+    NOTE: a model's layers are distinct objects with one or two distinct values (attention
+    specs, parameter counts): per-layer work can be done once per value. A dataclass's
+    generated `__hash__` and `__eq__` run in Python; the tuple of its fields hashes and
+    compares in C."""
     seen: dict = {}
+    first: list = []
     index = []
-    for item in items:
-        i = seen.get(item)
+    for item, key in zip(items, items if keys is None else keys):
+        i = seen.get(key)
         if i is None:
-            i = seen[item] = len(seen)
+            i = seen[key] = len(first)
+            first.append(item)
         index.append(i)
-    return tuple(seen), tuple(index)
+    return tuple(first), tuple(index)
+
+
+def fields_key(cls) -> Callable[[object], tuple]:
+    """The tuple of a dataclass instance's fields, in order: what its generated `__eq__`
+    compares (for instances of one class), as a `distinct_index` key."""
+    return attrgetter(*(f.name for f in fields(cls)))
 
 
 def counted(values: tuple, index) -> tuple[tuple[object, int], ...]:

@@ -14,7 +14,7 @@ from functools import reduce
 from itertools import chain
 from operator import add
 
-from .model import DTYPE_BYTES, ModelSpec, QuantSpec, distinct_index
+from .model import DTYPE_BYTES, LayerParams, ModelSpec, QuantSpec, distinct_index, fields_key
 from .settings import Settings
 
 VOCAB_PADDING = 64
@@ -111,8 +111,12 @@ def layer_index(spec: ModelSpec) -> tuple[tuple, tuple[int, ...]]:
     """What `_rank_bytes` reads of each layer, (parameter counts, KV heads), as
     `model.distinct_index`: the distinct pairs and each layer's position among them."""
     default_kv = spec.num_kv_heads or 1
-    return distinct_index([(l.params, l.attention.num_kv_heads or default_kv)
-                           for l in spec.layers])
+    params = [l.params for l in spec.layers]
+    kv_heads = [l.attention.num_kv_heads or default_kv for l in spec.layers]
+    return distinct_index(list(zip(params, kv_heads)), zip(map(_PARAMS_KEY, params), kv_heads))
+
+
+_PARAMS_KEY = fields_key(LayerParams)
 
 
 def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, int],
