@@ -58,6 +58,16 @@ def _tp_rank(ledger: Ledger, rank: int, tp_rank: int) -> Ledger:
     return _replace_ledger(ledger, rank=rank, tp_rank=tp_rank)
 
 
+def graph_mode_source(s, graph_mode: str) -> str:
+    """Where the CUDA-graph mode `graph_mode` of settings `s` came from (the plan's source)."""
+    if s.cudagraph_mode is not None and s.cudagraph_mode == graph_mode:
+        return USER
+    if (s.enforce_eager or s.cudagraph_mode is not None or s.optimization_level is not None
+            or s.compilation_mode is not None):
+        return DERIVED
+    return DEFAULT
+
+
 class PlanReport:
     """The `Plan` of a startup walk (mixin of `planner._Walk`)."""
 
@@ -420,15 +430,6 @@ class PlanReport:
         return (f"; with speculative decoding the dummy rejection sampler holds ~{copies:g} fp32 "
                 "copies of the requests x vocabulary logits")
 
-    def _graph_mode_source(self) -> str:
-        s = self.s
-        if s.cudagraph_mode is not None and s.cudagraph_mode == self.graph_mode:
-            return USER
-        # NOTE: no generator: runs once per screened candidate.
-        if (s.enforce_eager or s.cudagraph_mode is not None or s.optimization_level is not None
-                or s.compilation_mode is not None):
-            return DERIVED
-        return DEFAULT
 
     def _graph_flag_notes(self) -> list[str]:
         """What the compilation flags did to the CUDA graphs (none said: nothing)."""
@@ -588,7 +589,7 @@ class PlanReport:
                                      and s.kv_cache_dtype != "auto" else DEFAULT)
         if self.rules.cudagraph_control in _HAS_CUDAGRAPH_MODE:
             values["cudagraph_mode"] = self.graph_mode
-            sources["cudagraph_mode"] = self._graph_mode_source()
+            sources["cudagraph_mode"] = self.graph_source
         if not self.detail:
             # NOTE: a screened plan: its ledgers are built when first read (`Plan.__getattr__`;
             # the full plan shares them), and it holds the walk's settings dicts (no copy:

@@ -28,7 +28,7 @@ from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
-from .plan_report import PlanReport
+from .plan_report import PlanReport, graph_mode_source
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env, resolve_rules
 from .settings import Settings
@@ -205,6 +205,7 @@ class _Family:
     checked: bool = False
     base: SettingsBase | None = None
     terms: dict = field(default_factory=dict)
+    graph_source: str | None = None     # where the CUDA-graph mode came from
 
 
 def _family(spec: ModelSpec, settings: Settings, gpu: GpuSpec, version: str,
@@ -280,6 +281,10 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
                  cal, hooks, device, derived, detail, kv_name, cuda_ordinal, ctx)
     walk.fallback, walk.graph_mode = fam.fallback, graph_mode
+    # NOTE: the graph flags and mode are the family's (not searched): their source once
+    if fam.graph_source is None:
+        fam.graph_source = graph_mode_source(settings, graph_mode)
+    walk.graph_source = fam.graph_source
     return walk
 
 
