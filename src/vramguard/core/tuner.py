@@ -50,7 +50,8 @@ _option = maker(Option)
 def _judge(ctx: _Ctx, s: Settings, gpu: GpuTarget, headroom: int, notes=(),
            limit=LIMIT_MEMORY) -> Option | None:
     req = ctx.req
-    p = ctx.plan(s, gpu)
+    # NOTE: the option keeps how to finish its screened walk (`Option.detailed`)
+    p, finish = ctx.screened(s, gpu)
     if p is None:
         return None
     if (p.outcome.failure == "free_memory_below_request"
@@ -62,11 +63,11 @@ def _judge(ctx: _Ctx, s: Settings, gpu: GpuTarget, headroom: int, notes=(),
         if u <= 0:
             return None
         s = _copy(s, gpu_memory_utilization=u)
-        p = ctx.plan(s, gpu)
+        p, finish = ctx.screened(s, gpu)
         if p is None:
             return None
     if not _pinned(req.base, "gpu_memory_utilization") and s.kv_cache_memory_bytes is None:
-        s, p = _outside_budget(ctx, s, gpu, p)
+        s, p, finish = _outside_budget(ctx, s, gpu, p, finish)
     seqs = int(p.settings.get("max_num_seqs") or 0)
     want = req.concurrency or 1
     if p.kv is None and p.outcome.ok:
@@ -80,35 +81,35 @@ def _judge(ctx: _Ctx, s: Settings, gpu: GpuTarget, headroom: int, notes=(),
              and seqs <= supported)
     return _option(settings=s, plan=p, gpu=gpu, supported_concurrency=supported,
                    meets_target=meets, headroom_bytes=headroom, gpus_given=len(req.gpus),
-                   limit=limit, notes=tuple(notes), finish=None)
+                   limit=limit, notes=tuple(notes), finish=finish)
 
 
 # NOTE: at most this many 1% steps down from the utilization the search picked.
 _UTIL_STEPS = 15
 
 
-def _outside_budget(ctx: _Ctx, s: Settings, gpu: GpuTarget, p):
+def _outside_budget(ctx: _Ctx, s: Settings, gpu: GpuTarget, p, finish):
     """Memory vLLM uses outside `gpu_memory_utilization` x total (CUDA graphs up to 0.17;
     the sampler warm-up when max_num_seqs cannot move): lower the utilization 1% at a time
-    until it fits; (s, p) unchanged when no step clears it."""
+    until it fits; (s, p, finish) unchanged when no step clears it."""
     o = p.outcome
     if o.failure is None and not o.risks:
-        return s, p          # NOTE: the common case, on every judged candidate
+        return s, p, finish      # NOTE: the common case, on every judged candidate
     kinds = _outside_kinds(ctx.req)
     if not _short(p, kinds):
-        return s, p
+        return s, p, finish
     u = p.settings["gpu_memory_utilization"]
     for _ in range(_UTIL_STEPS):
         u = round(u - 0.01, 2)
         if u <= 0:
             break
         s2 = _copy(s, gpu_memory_utilization=u)
-        p2 = ctx.plan(s2, gpu)
+        p2, finish2 = ctx.screened(s2, gpu)
         if p2 is None:
             break
         if not _short(p2, kinds):
-            return s2, p2
-    return s, p
+            return s2, p2, finish2
+    return s, p, finish
 
 
 def _outside_kinds(req) -> tuple[str, ...]:
@@ -321,7 +322,7 @@ def _tune(req: TuneRequest) -> TuneResult:
             options.append(fixed)
     # NOTE: only the recommendation is shown in full (`plan.to_dict()` in --json); the other
     # options keep their screened plans and finish on demand (`Option.detailed`).
-    options = [ctx.finishable(o) for o in _dedupe(ctx, sorted(options, key=Option.rank_key))]
+    options = _dedupe(ctx, sorted(options, key=Option.rank_key))
     if best is not None:
         best_key = ctx.key_of(best.settings, best.gpu)
         i = next(i for i, o in enumerate(options) if ctx.key_of(o.settings, o.gpu) == best_key)

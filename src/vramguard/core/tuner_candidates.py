@@ -13,9 +13,8 @@ from .plan import Plan
 from .planner import family_of, free_at_start, screen
 from .rules import VllmRules
 from .settings import Settings
-from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, Option, TuneRequest,
-                          _DEFAULTS, _align, _copy, _pinned, headroom_for, max_safe_utilization,
-                          with_fields)
+from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, TuneRequest, _DEFAULTS,
+                          _align, _copy, _pinned, headroom_for, max_safe_utilization)
 from .validation import bf16_refused
 
 
@@ -79,9 +78,9 @@ class _Ctx:
 
     def plan(self, settings: Settings, gpu: GpuTarget) -> Plan | None:
         """The candidate's plan without detail (None when vLLM's validation rejects it)."""
-        return self._screened(settings, gpu)[0]
+        return self.screened(settings, gpu)[0]
 
-    def _screened(self, settings: Settings, gpu: GpuTarget) -> tuple:
+    def screened(self, settings: Settings, gpu: GpuTarget) -> tuple:
         """(plan, the function that finishes it), screened once per distinct candidate."""
         plans = self._plans[self.gpu_key(gpu)]
         key = _candidate_key(settings)
@@ -151,11 +150,6 @@ class _Ctx:
         without building its ledgers."""
         return free_at_start(gpu.spec, gpu.free_bytes,
                              self._planner_family(s, gpu, self._family(s, gpu)))
-
-    def finishable(self, opt: Option) -> Option:
-        """The option with the function that finishes its screened walk into the full plan
-        (log lines, assumptions, fixes) without planning it again (`Option.detailed`)."""
-        return with_fields(opt, finish=self._screened(opt.settings, opt.gpu)[1])
 
     def take_error(self) -> UsageError:
         """The first validation error, no longer kept here (raised, its traceback holds the
