@@ -8,6 +8,7 @@ tested either way."""
 
 from __future__ import annotations
 
+import collections
 import random
 import types
 from functools import lru_cache
@@ -346,6 +347,31 @@ def test_stage_terms_second_level_keyed_on_tokens_and_seqs():
         got = planner.plan(sp, s, g).to_dict()
         with _memo.disabled():
             assert got == planner.plan(sp, s, g).to_dict(), (tokens, seqs)
+
+
+def test_kv_dtype_siblings_share_the_runtime_terms_and_plan_as_fresh():
+    """Families that differ only in the KV-cache dtype share their row, settings base and
+    the terms that do not read it (`_memo.family`'s `shared`): every KV dtype planned after
+    another, for random settings, gives the fresh plan."""
+    from dataclasses import replace
+    rng = random.Random(77)
+    shared_seen = 0
+    for _ in range(250):
+        model, gpu, version = rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS)
+        base = random_settings(rng)
+        g = lookup_gpu(gpu)
+        _memo.clear()
+        for kv in rng.sample(("auto", "fp8", "fp8_e5m2", "fp8_e4m3"), 3):
+            s = replace(base, kv_cache_dtype=kv, user_set=base.user_set | {"kv_cache_dtype"})
+            kw = {"vllm_version": version}
+            memo = outcome(lambda: planner.plan(spec(model), s, g, **kw))
+            with _memo.disabled():
+                fresh = outcome(lambda: planner.plan(spec(model), s, g, **kw))
+            assert memo == fresh, (model, gpu, version, s)
+        families = _memo._specs[id(spec(model))][1].get("family", {}).values()
+        by_shared = collections.Counter(id(f.shared) for _g, f in families)
+        shared_seen += any(n > 1 for n in by_shared.values())
+    assert shared_seen > 50
 
 
 def test_last_model_tables_follow_clear_and_other_models():

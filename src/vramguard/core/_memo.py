@@ -77,6 +77,7 @@ _STAGE_FIELDS = tuple(n for n in _ALL_FIELDS if n not in _NOT_READ_STAGES)
 _weight_key = attrgetter(*_WEIGHT_FIELDS)      # C-speed tuple of the fields
 _layout_key = attrgetter(*_LAYOUT_FIELDS)
 _stage_key = attrgetter(*_STAGE_FIELDS)
+_KV_DTYPE_AT = _STAGE_FIELDS.index("kv_cache_dtype")
 _MISSING = object()
 
 # NOTE: `Settings()` builds 30 fields and a frozenset; the planner compares against the
@@ -322,29 +323,48 @@ def flag_sources(values: tuple, user_set: frozenset, compute, names: frozenset |
 
 def family(spec: ModelSpec, settings: Settings, gpu, version: str, engine, env, build):
     """The planner's prefix shared by the candidates of one family (`planner._Family`, made
-    by `build()`): cached per model on the Settings fields outside `SEARCHED`, the release,
-    the engine asked for, the GPU (by identity, kept with the value) and the environment.
+    by `build(shared)`): cached per model on the Settings fields outside `SEARCHED`, the
+    release, the engine asked for, the GPU (by identity, kept with the value) and the
+    environment. `shared`: a dict the families that differ only in the KV-cache dtype share
+    (`planner._family`, `family_terms`); None with the caches off.
 
     NOTE: a search plans many candidates that differ only in the searched flags; the version
     row, the checks of the other flags, the settings' fixed inputs and the stage terms are
     theirs in common. The family is mutable (it fills in as the walk goes): only the planner
-    writes to it."""
+    writes to it. A search also tries each family with an fp8 KV cache: most of its terms
+    do not read the KV dtype (`stage_terms.runtime_fixed`, `runtime_base`)."""
     if not _enabled:
-        return build()
-    key = (version, engine, tuple(sorted(env.items())) if env else None, _stage_key(settings))
-    return _lookup_by_id(_table(spec, "family"), gpu, key, build)
+        return build(None)
+    env_key = tuple(sorted(env.items())) if env else None
+    stage = _stage_key(settings)
+    key = (version, engine, env_key, stage)
+    table = _table(spec, "family")
+    hit = table.get((id(gpu), key))
+    if hit is not None and hit[0] is gpu:
+        return hit[1]
+    # NOTE: the stage key without the KV dtype (sliced: the tuple is built once)
+    sibling = (version, engine, env_key, stage[:_KV_DTYPE_AT] + stage[_KV_DTYPE_AT + 1:])
+    shared = _lookup_by_id(_table(spec, "kv_siblings"), gpu, sibling, dict)
+    return _lookup_by_id(table, gpu, key, lambda: build(shared))
 
 
-def family_terms(cache: dict, spec: ModelSpec, settings: Settings, rules, gpu, device: str,
-                 tokens: int, seqs: int, compute, fixed_compute):
-    """The planner's per-stage terms `compute(spec, settings, rules, gpu, device, tokens, seqs,
-    fixed)` of one family, in its `cache`: `fixed = fixed_compute(spec, settings, rules, gpu,
-    device)` once (they depend on neither the batched tokens nor the sequences), then one
-    entry per (tokens, seqs)."""
+def family_terms(cache: dict, shared: dict | None, spec: ModelSpec, settings: Settings, rules,
+                 gpu, device: str, tokens: int, seqs: int, terms):
+    """The planner's per-stage terms of one family, in its `cache`: `fixed_terms` once (they
+    depend on neither the batched tokens nor the sequences), then `base_terms` per (tokens,
+    seqs). `terms`: stage_terms' (runtime_fixed, fixed_terms, runtime_base, base_terms); the
+    parts that do not read the KV-cache dtype (`runtime_*`) are kept in `shared` (the
+    family's `_memo.family` siblings; None: not shared)."""
+    runtime_fixed, fixed_terms, runtime_base, base_terms = terms
     fixed = cache.get(None)
     if fixed is None:
         stats["misses"] += 1
-        fixed = cache[None] = fixed_compute(spec, settings, rules, gpu, device)
+        rt = shared.get(None) if shared is not None else None
+        if rt is None:
+            rt = runtime_fixed(spec, settings, rules, gpu, device)
+            if shared is not None:
+                shared[None] = rt
+        fixed = cache[None] = fixed_terms(spec, settings, rules, gpu, device, rt)
     key = (tokens, seqs)
     value = cache.get(key)
     if value is None:
@@ -352,8 +372,22 @@ def family_terms(cache: dict, spec: ModelSpec, settings: Settings, rules, gpu, d
         if len(cache) >= MAX_ENTRIES_PER_TABLE:
             cache.clear()
             cache[None] = fixed
-        value = cache[key] = compute(spec, settings, rules, gpu, device, tokens, seqs, fixed)
+        rt = shared.get(key) if shared is not None else None
+        if rt is None:
+            rt = runtime_base(spec, settings, rules, tokens, seqs, fixed)
+            if shared is not None:
+                if len(shared) >= MAX_ENTRIES_PER_TABLE:
+                    keep = {k: shared[k] for k in _SHARED_KEEP if k in shared}
+                    shared.clear()
+                    shared.update(keep)
+                shared[key] = rt
+        value = cache[key] = base_terms(spec, settings, rules, tokens, seqs, fixed, rt)
     return value
+
+
+# NOTE: what a family's `shared` dict keeps when its per-(tokens, seqs) entries are cleared
+# (the runtime fixed terms, the planner's version row and settings base).
+_SHARED_KEEP = (None, "core", "base")
 
 
 _sched: dict = {}                 # scheduler_defaults: not per model

@@ -32,8 +32,7 @@ from .plan_report import PlanReport, graph_mode_source
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env, resolve_rules
 from .settings import Settings
-from .stage_terms import base_terms as _base_terms
-from .stage_terms import fixed_terms as _fixed_terms
+from .stage_terms import base_terms, fixed_terms, runtime_base, runtime_fixed
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, sampler_copies
 from .validation import (check_backend_block_size, check_dtype_capability,
@@ -115,9 +114,8 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: "_Family", gpu: G
     tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
     # NOTE: the estimates depend on neither the utilization nor max_model_len: a search
     # that varies those reuses them (kept in the family, per (tokens, seqs)).
-    terms, kv_name, graph_mode = _memo.family_terms(fam.terms, spec, s, fam.rules, gpu,
-                                                    fam.device, tokens, seqs, _base_terms,
-                                                    _fixed_terms)
+    terms, kv_name, graph_mode = _memo.family_terms(fam.terms, fam.shared, spec, s, fam.rules,
+                                                    gpu, fam.device, tokens, seqs, _TERMS)
     stages = [_Stage(*terms[0])] if len(terms) == 1 else [_Stage(*t) for t in terms]
     if cal is not None or hooks is not None:
         for st in stages:
@@ -206,17 +204,31 @@ class _Family:
     base: SettingsBase | None = None
     terms: dict = field(default_factory=dict)
     graph_source: str | None = None     # where the CUDA-graph mode came from
+    # NOTE: what the families that differ only in the KV-cache dtype share (`_memo.family`):
+    # "core" (row, fallback, device, context), "base" and the runtime stage terms.
+    shared: dict | None = None
+
+
+# NOTE: the stage-term functions `_memo.family_terms` calls
+_TERMS = (runtime_fixed, fixed_terms, runtime_base, base_terms)
 
 
 def _family(spec: ModelSpec, settings: Settings, gpu: GpuSpec, version: str,
-            engine: str | None, env: dict[str, str] | None) -> _Family:
-    rules, fallback = _pick_rules(version, engine, gpu, spec, settings)
-    rules = apply_device(apply_env(rules, env), gpu.vendor)
-    device = "cpu" if gpu.vendor == "cpu" else "cuda"
-    ctx = act.context_bytes(settings.world_size, nccl_before_snapshot=rules.snapshot_after_nccl,
-                            cublas_before_snapshot=rules.cublas_before_snapshot,
-                            total_bytes=gpu.total_bytes, vendor=gpu.vendor)
-    return _Family(rules, fallback, device, ctx)
+            engine: str | None, env: dict[str, str] | None, shared: dict | None) -> _Family:
+    core = shared.get("core") if shared is not None else None
+    if core is None:
+        # NOTE: neither the row, its fallback nor the context reads the KV-cache dtype
+        rules, fallback = _pick_rules(version, engine, gpu, spec, settings)
+        rules = apply_device(apply_env(rules, env), gpu.vendor)
+        device = "cpu" if gpu.vendor == "cpu" else "cuda"
+        ctx = act.context_bytes(settings.world_size,
+                                nccl_before_snapshot=rules.snapshot_after_nccl,
+                                cublas_before_snapshot=rules.cublas_before_snapshot,
+                                total_bytes=gpu.total_bytes, vendor=gpu.vendor)
+        core = (rules, fallback, device, ctx)
+        if shared is not None:
+            shared["core"] = core
+    return _Family(*core, shared=shared)
 
 
 def _check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
@@ -241,7 +253,7 @@ def family_of(spec: ModelSpec, settings: Settings, gpu: GpuSpec, vllm_version: s
     the searched flags (memoized, `_memo.family`): pass it to `screen` as `family`."""
     version = vllm_version or NEWEST_VERSION
     return _memo.family(spec, settings, gpu, version, engine, env,
-                        lambda: _family(spec, settings, gpu, version, engine, env))
+                        lambda shared: _family(spec, settings, gpu, version, engine, env, shared))
 
 
 def free_at_start(gpu: GpuSpec, free_bytes: int | None, family: _Family,
@@ -270,7 +282,13 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
         _check(spec, settings, rules, gpu, version)
         fam.checked = True
     if fam.base is None:
-        fam.base = settings_base(spec, settings, rules, gpu, device)
+        shared = fam.shared
+        base = shared.get("base") if shared is not None else None
+        if base is None:
+            base = settings_base(spec, settings, rules, gpu, device)     # NOTE: no KV dtype
+            if shared is not None:
+                shared["base"] = base
+        fam.base = base
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device, fam.base, flags)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder

@@ -45,14 +45,12 @@ def _plus(est: Estimate, extra: int, note: str) -> Estimate:
                      high_bytes=est.high_bytes + extra, source=est.source, note=est.note + note)
 
 
-def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
-               tokens: int, seqs: int, fixed: tuple) -> tuple[tuple, str]:
-    """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
-    pool where it differs from the graph term) estimated from the model and settings alone;
-    and the effective KV dtype name. `fixed`: `fixed_terms(spec, s, rules, gpu, device)`."""
-    # NOTE: a search varies the batched tokens and sequences per candidate; the terms that
-    # depend on neither are computed once per family (`fixed_terms`, `_memo.family_terms`).
-    fixed, kv_name, ctx = fixed
+def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, seqs: int,
+                 fixed: tuple) -> tuple:
+    """What `base_terms` computes that no KV-cache setting changes: per stage (activation,
+    non-torch with the V2 sampler's state, graph term, graph pool where it differs); the
+    in-flight tokens; the init buffers' bytes. `fixed`: `fixed_terms(...)`."""
+    fixed, _kv_name, ctx = fixed
     tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes, async_sched, v2 = ctx
     # NOTE: --language-model-only loads no encoder; --skip-mm-profiling leaves it out of the
     # profile run (vLLM logs "Skipping memory profiling for multimodal encoder").
@@ -68,17 +66,9 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
     # consumed since the snapshot, so the V2 sampler's per-request state is in it.
     state = act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model else 0
     out = []
-    for r, rng, w_est, n_est, shape, mamba_slot, windowed in fixed:
-        kvq = (init_buffer_bytes(spec, s, rules, kv_name, shape.quantized_layers, tokens, seqs)
-               if rules.kv_quant_dtypes and shape.quantized_layers else 0)
-        if kvq:
-            # NOTE: the KV format's per-layer buffers, registered at model init
-            w_est = _plus(w_est, kvq, f" + {kv_name} KV buffers of the attention layers")
+    for r, rng, _w, n_est, _shape, mamba_slot, _windowed in fixed:
         if state and r == pp - 1:
             n_est = _plus(n_est, state, " + the V2 sampler's per-request penalty state")
-        if buffers:
-            # NOTE: allocated at model init on every rank, inside the weights measurement.
-            w_est = _plus(w_est, buffers, " + init buffers sized by the batched tokens")
         # NOTE: computed, not memoized: a search gives most (tokens, seqs) once, and looking
         # the peak up cost more than the arithmetic.
         a_val = act.activation_bytes(spec, _profile_shape(
@@ -95,27 +85,52 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, dev
                                      graph_mode == "NONE", fixed_sizes)
         g_est = _banded(g_val, act.GRAPH_REL,
                         "CUDA graph pool" if g_val else "no CUDA graphs captured")
+        out.append((a_est, n_est, g_est, g_pool))
+    return tuple(out), inflight, buffers
+
+
+def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, seqs: int,
+               fixed: tuple, runtime: tuple | None = None) -> tuple[tuple, str, str]:
+    """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
+    pool where it differs from the graph term) estimated from the model and settings alone;
+    the effective KV dtype name and the CUDA-graph mode. `fixed`: `fixed_terms(...)`;
+    `runtime`: `runtime_base(...)` when the caller has it (settings that differ only in the
+    KV-cache dtype share it)."""
+    # NOTE: a search varies the batched tokens and sequences per candidate; the terms that
+    # depend on neither are computed once per family (`fixed_terms`, `_memo.family_terms`).
+    if runtime is None:
+        runtime = runtime_base(spec, s, rules, tokens, seqs, fixed)
+    stages, kv_name, ctx = fixed
+    per_stage, inflight, buffers = runtime
+    quant_buffers = bool(rules.kv_quant_dtypes)
+    out = []
+    for (r, rng, w_est, _n, shape, _slot, windowed), (a_est, n_est, g_est, g_pool) in zip(
+            stages, per_stage):
+        if quant_buffers and shape.quantized_layers:
+            kvq = init_buffer_bytes(spec, s, rules, kv_name, shape.quantized_layers, tokens, seqs)
+            if kvq:
+                # NOTE: the KV format's per-layer buffers, registered at model init
+                w_est = _plus(w_est, kvq, f" + {kv_name} KV buffers of the attention layers")
+        if buffers:
+            # NOTE: allocated at model init on every rank, inside the weights measurement.
+            w_est = _plus(w_est, buffers, " + init buffers sized by the batched tokens")
         # NOTE: only sliding-window/chunked groups read the in-flight tokens: other layouts
         # are the shape itself (no copy per (tokens, seqs)).
         out.append((r, rng, w_est, a_est, n_est, g_est,
                     kvm.with_inflight(shape, inflight) if windowed else shape, g_pool))
-    return tuple(out), kv_name, graph_mode
+    return tuple(out), kv_name, ctx[5]
 
 
-def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
-                device: str) -> tuple[tuple, str, tuple]:
-    """The stage terms that depend on neither the batched tokens nor the sequences: per
-    stage (pp rank, layers, weights, non-torch, KV layout shape); the effective KV dtype
-    name; and what the activation, graph and in-flight terms need (tp, MoE divisor, dtype
-    bytes, sampler copies, eager, the CUDA-graph mode, a model's fixed capture sizes, async
-    scheduling, Model Runner V2)."""
+def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                  device: str) -> tuple:
+    """What `fixed_terms` computes that no KV-cache setting changes: per stage (pp rank,
+    layers, weights, non-torch, v0 Mamba slot); the dtype bytes, Mamba cache mode and MLA
+    alignment the KV layout reads; and what the activation, graph and in-flight terms need
+    (tp, MoE divisor, dtype bytes, sampler copies, eager, the CUDA-graph mode, a model's
+    fixed capture sizes, async scheduling, Model Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
-    splits = pp_layer_split(spec.num_layers, pp)
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
     dtype_b = runtime_dtype_bytes(s)
-    kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
-    block = kvm.default_block_size(spec, s, rules, device=device,
-                                   compute_capability=gpu.compute_capability)
     eager = bool(s.enforce_eager) or device == "cpu"
     graph_mode = cudagraph_mode(s, rules, device)
     custom_ar = custom_all_reduce_in_n(s, rules, gpu, graph_mode == "NONE")
@@ -130,27 +145,46 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     # NOTE: v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the model dtype on CUDA.
     mla_align = (rules.v0_mla_align_bytes // dtype_b if rules.v0_mla_align_bytes
                  and gpu.vendor == "nvidia" and device == "cuda" else 0)
+    non_torch = act.non_torch_bytes(tp, custom_all_reduce=custom_ar,
+                                    cublas_in_context=rules.cublas_before_snapshot,
+                                    custom_all_reduce_runs=ar_runs)
     out = []
-    for r, rng in enumerate(splits):
+    for r, rng in enumerate(pp_layer_split(spec.num_layers, pp)):
         w = weights[r]
         if r == pp - 1 and draft_w:
             w = replace(w, bytes=w.bytes + draft_w)
         src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
         w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
                                 "parameters x bytes per rank + RoPE cache")
-        n_est = Estimate.banded(act.non_torch_bytes(tp, custom_all_reduce=custom_ar,
-                                                    cublas_in_context=rules.cublas_before_snapshot,
-                                                    custom_all_reduce_runs=ar_runs),
-                                act.NON_TORCH_REL, Source.ESTIMATED,
+        n_est = Estimate.banded(non_torch, act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
+        out.append((r, rng, w_est, n_est, v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
+    ep_div = 1 if s.enable_expert_parallel else tp
+    ctx = (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
+           async_scheduling(spec, s, rules), v2)
+    return tuple(out), dtype_b, mamba_mode, mla_align, ctx
+
+
+def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
+                runtime: tuple | None = None) -> tuple[tuple, str, tuple]:
+    """The stage terms that depend on neither the batched tokens nor the sequences: per
+    stage (pp rank, layers, weights, non-torch, KV layout shape, v0 Mamba slot, whether a
+    group reads the in-flight tokens); the effective KV dtype name; and `runtime_fixed`'s
+    tuple for the other terms. `runtime`: `runtime_fixed(...)` when the caller has it
+    (settings that differ only in the KV-cache dtype share it)."""
+    if runtime is None:
+        runtime = runtime_fixed(spec, s, rules, gpu, device)
+    stages, dtype_b, mamba_mode, mla_align, ctx = runtime
+    kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
+    block = kvm.default_block_size(spec, s, rules, device=device,
+                                   compute_capability=gpu.compute_capability)
+    out = []
+    for r, rng, w_est, n_est, mamba_slot in stages:
         shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
                                    block_size=block, engine=rules.engine, kv_dtype_name=kv_name,
                                    mamba_mode=mamba_mode, mla_align_elems=mla_align)
-        out.append((r, rng, w_est, n_est, shape,
-                    v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b), kvm.windowed(shape)))
-    ep_div = 1 if s.enable_expert_parallel else tp
-    return tuple(out), kv_name, (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
-                                 async_scheduling(spec, s, rules), v2)
+        out.append((r, rng, w_est, n_est, shape, mamba_slot, kvm.windowed(shape)))
+    return tuple(out), kv_name, ctx
 
 
 def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
