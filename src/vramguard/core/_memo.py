@@ -322,11 +322,11 @@ def flag_sources(values: tuple, user_set: frozenset, compute, names: frozenset |
 
 
 def family(spec: ModelSpec, settings: Settings, gpu, version: str, engine, env, build):
-    """The planner's prefix shared by the candidates of one family (`planner._Family`, made
+    """The planner's prefix shared by the candidates of one family (`family.Family`, made
     by `build(shared)`): cached per model on the Settings fields outside `SEARCHED`, the
     release, the engine asked for, the GPU (by identity, kept with the value) and the
     environment. `shared`: a dict the families that differ only in the KV-cache dtype share
-    (`planner._family`, `family_terms`); None with the caches off.
+    (`family._family`, `family_terms`); None with the caches off.
 
     NOTE: a search plans many candidates that differ only in the searched flags; the version
     row, the checks of the other flags, the settings' fixed inputs and the stage terms are

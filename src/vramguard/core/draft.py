@@ -43,7 +43,7 @@ def check_draft(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     method named (0.15-0.16), in vLLM's words; and of v1 asked for explicitly where a drafter
     would make it fall back (up to 0.9.2). Raises UsageError."""
     if falls_back_to_v0(spec, s, rules):
-        # NOTE: the default engine fell back already (`planner._pick_rules`): v1 was asked for
+        # NOTE: the default engine fell back already (`family._pick_rules`): v1 was asked for
         raise UsageError("VLLM_USE_V1=1 is not supported with Speculative Decoding.",
                          where="--engine", fix="Leave the engine to vLLM (it falls back to "
                          "v0), or use an n-gram / EAGLE / Medusa / MTP method")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import _memo
 from ._frozen import maker
@@ -20,27 +20,25 @@ from . import failures as F
 from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
-from .draft import check_draft, draft_note, falls_back_to_v0
-from .effective import DERIVED, SettingsBase, settings_base
+from .draft import draft_note
+from .effective import DERIVED, settings_base
 from .effective import Eff as _Eff
 from .effective import resolve_settings as _resolve_settings
+from .family import TERMS, Family, check, family_of, free_at_start, free_bytes_at_start
 from .gpu import GpuSpec
-from .kv_quant import check_kv_dtype
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
 from .plan_report import PlanReport, graph_mode_source
 from .provenance import GIB, Estimate, Source
-from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env, resolve_rules
+from .rules import NEWEST_VERSION, VllmRules, resolve_rules
 from .settings import Settings
-from .stage_terms import base_terms, fixed_terms, runtime_base, runtime_fixed
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, sampler_copies
-from .validation import (check_backend_block_size, check_dtype_capability,
-                         check_quant_capability, check_quant_schemes, check_rocm_quant, validate,
-                         validate_searched)
+from .validation import validate_searched
 from .weights import draft_bytes, runtime_dtype_bytes
 
-__all__ = ["plan", "screen", "family_of", "free_at_start", "resolve_rules", "NEWEST_VERSION", "PlanHooks"]
+__all__ = ["plan", "screen", "family_of", "free_at_start", "resolve_rules", "NEWEST_VERSION",
+           "PlanHooks"]
 
 
 @dataclass(frozen=True)
@@ -74,27 +72,6 @@ class _Stage:
     num_blocks: int = 0
 
 
-# ---- engine, validation, settings ------------------------------------------------------
-
-def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
-                spec: ModelSpec, settings: Settings) -> tuple[VllmRules, str | None]:
-    """The version row, and why the default v1 engine falls back to v0 (None: it does not):
-    compute capability < 8.0, Mamba/linear-attention layers (0.8.0-0.10.1), or a drafter
-    v1 does not run (up to 0.9.2)."""
-    rules = _memo.resolve_rules(version, engine)
-    if engine is not None or rules.engine != "v1":
-        return rules, None
-    cc = gpu.compute_capability
-    if (rules.v1_falls_back_below_cc80 and gpu.vendor == "nvidia" and cc is not None
-            and cc < (8, 0)):
-        return _memo.resolve_rules(version, "v0"), f"compute capability {cc[0]}.{cc[1]} < 8.0"
-    if rules.v1_falls_back_for_mamba and _memo.has_mamba(spec):
-        return _memo.resolve_rules(version, "v0"), "Mamba/linear-attention layers"
-    if spec.draft is not None and falls_back_to_v0(spec, settings, rules):
-        return _memo.resolve_rules(version, "v0"), "speculative decoding with a draft model"
-    return rules, None
-
-
 # ---- per-stage terms -------------------------------------------------------------------
 
 def _calibration_for(cal: Calibration | None, spec: ModelSpec, s: Settings, gpu: GpuSpec,
@@ -108,14 +85,14 @@ def _calibration_for(cal: Calibration | None, spec: ModelSpec, s: Settings, gpu:
     return cal if (cal.matches(key) or cal.matches(alt)) else None
 
 
-def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: "_Family", gpu: GpuSpec,
+def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: Family, gpu: GpuSpec,
                  cal: Calibration | None, hooks: PlanHooks | None) -> tuple[list[_Stage], str, str]:
     """The per-stage terms, the effective KV dtype name and CUDA-graph mode of one plan."""
     tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
     # NOTE: the estimates depend on neither the utilization nor max_model_len: a search
     # that varies those reuses them (kept in the family, per (tokens, seqs)).
     terms, kv_name, graph_mode = _memo.family_terms(fam.terms, fam.shared, spec, s, fam.rules,
-                                                    gpu, fam.device, tokens, seqs, _TERMS)
+                                                    gpu, fam.device, tokens, seqs, TERMS)
     stages = [_Stage(*terms[0])] if len(terms) == 1 else [_Stage(*t) for t in terms]
     if cal is not None or hooks is not None:
         for st in stages:
@@ -168,7 +145,7 @@ def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: s
            engine: str | None = None, free_bytes: int | None = None, other_used_bytes: int = 0,
            calibration: Calibration | None = None, hooks: PlanHooks | None = None,
            env: dict[str, str] | None = None, cuda_ordinal: int = 0,
-           family: "_Family | None" = None,
+           family: Family | None = None,
            flags: tuple[dict, dict] | None = None) -> tuple[Plan, Callable[[], Plan]]:
     """`plan(..., detail=False)`, and a function that returns the same plan in full (log
     lines, assumptions, fixes) from the same startup walk, without planning it again.
@@ -185,89 +162,6 @@ def screen(spec: ModelSpec, settings: Settings, gpu: GpuSpec, *, vllm_version: s
     return walk.run(), walk.detailed
 
 
-_PLAIN_KV = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"})
-
-
-@dataclass(slots=True)
-class _Family:
-    """What a plan derives from all but the flags a search varies (`_memo.SEARCHED`): the
-    version row (the engine fallback, environment and device applied), whether the checks of
-    the other flags passed, the settings' fixed inputs, the CUDA context and the stage terms
-    (`terms`: `_memo.family_terms`). Shared by the candidates that differ only in the
-    searched flags (`_memo.family`); made afresh for every plan when the memo is off."""
-
-    rules: VllmRules
-    fallback: str | None
-    device: str
-    context_bytes: int
-    checked: bool = False
-    base: SettingsBase | None = None
-    terms: dict = field(default_factory=dict)
-    graph_source: str | None = None     # where the CUDA-graph mode came from
-    # NOTE: what the families that differ only in the KV-cache dtype share (`_memo.family`):
-    # "core" (row, fallback, device, context), "base" and the runtime stage terms.
-    shared: dict | None = None
-
-
-# NOTE: the stage-term functions `_memo.family_terms` calls
-_TERMS = (runtime_fixed, fixed_terms, runtime_base, base_terms)
-
-
-def _family(spec: ModelSpec, settings: Settings, gpu: GpuSpec, version: str,
-            engine: str | None, env: dict[str, str] | None, shared: dict | None) -> _Family:
-    core = shared.get("core") if shared is not None else None
-    if core is None:
-        # NOTE: neither the row, its fallback nor the context reads the KV-cache dtype
-        rules, fallback = _pick_rules(version, engine, gpu, spec, settings)
-        rules = apply_device(apply_env(rules, env), gpu.vendor)
-        device = "cpu" if gpu.vendor == "cpu" else "cuda"
-        ctx = act.context_bytes(settings.world_size,
-                                nccl_before_snapshot=rules.snapshot_after_nccl,
-                                cublas_before_snapshot=rules.cublas_before_snapshot,
-                                total_bytes=gpu.total_bytes, vendor=gpu.vendor)
-        core = (rules, fallback, device, ctx)
-        if shared is not None:
-            shared["core"] = core
-    return _Family(*core, shared=shared)
-
-
-def _check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
-           version: str) -> None:
-    """vLLM's own checks of the settings, in its order (raises UsageError)."""
-    validate(spec, settings, rules, version)
-    check_backend_block_size(spec, settings, rules, gpu)
-    check_quant_capability(spec, settings, gpu, version)
-    check_rocm_quant(spec, settings, rules, gpu, version)
-    check_dtype_capability(spec, settings, rules, gpu)
-    if spec.draft is not None:
-        check_draft(spec, settings, rules)
-    if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:
-        check_kv_dtype(spec, settings, rules)
-    if spec.quant is not None and spec.quant.linear_schemes:
-        check_quant_schemes(spec, settings, gpu, version)    # NOTE: at model build
-
-
-def family_of(spec: ModelSpec, settings: Settings, gpu: GpuSpec, vllm_version: str | None = None,
-              engine: str | None = None, env: dict[str, str] | None = None) -> _Family:
-    """What the plans of `settings` share with every candidate that differs from it only in
-    the searched flags (memoized, `_memo.family`): pass it to `screen` as `family`."""
-    version = vllm_version or NEWEST_VERSION
-    return _memo.family(spec, settings, gpu, version, engine, env,
-                        lambda shared: _family(spec, settings, gpu, version, engine, env, shared))
-
-
-def free_at_start(gpu: GpuSpec, free_bytes: int | None, family: _Family,
-                  other_used_bytes: int = 0) -> int:
-    """The free memory at vLLM's snapshot that the plans of `family` on `gpu` start from (their
-    ledgers' `free_at_start`): `free_bytes` when given, else the total less the family's CUDA
-    context and what other processes use."""
-    return _free_bytes(gpu.total_bytes, free_bytes, family.context_bytes, other_used_bytes)
-
-
-def _free_bytes(total: int, free_bytes: int | None, context: int, other_used: int) -> int:
-    return int(free_bytes) if free_bytes is not None else total - context - other_used
-
-
 def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_bytes, calibration,
           hooks, env, detail, cuda_ordinal=0, fam=None, flags=None) -> "_Walk":
     version = vllm_version or NEWEST_VERSION
@@ -279,7 +173,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
         # can fail (in the same order).
         validate_searched(settings, rules, version)
     else:
-        _check(spec, settings, rules, gpu, version)
+        check(spec, settings, rules, gpu, version)
         fam.checked = True
     if fam.base is None:
         shared = fam.shared
@@ -326,7 +220,7 @@ class _Walk(PlanReport):
     fail: _Fail | None = None
     est_len: int | None = None
     forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
-    fallback: str | None = None     # why v1 fell back to v0 (`_pick_rules`)
+    fallback: str | None = None     # why v1 fell back to v0 (`family._pick_rules`)
     graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
     _bpr: tuple | None = None       # (layout, L, its blocks per request)
     cap: KvCapacity | None = None   # the capacity `run` found
@@ -344,7 +238,7 @@ class _Walk(PlanReport):
         raw_r = self.u * self.T
         self.R = float(math.ceil(raw_r)) if rules.request_ceil else raw_r
         self.ctx = context_bytes             # CUDA context etc. before the snapshot
-        self.F = _free_bytes(self.T, free_bytes, self.ctx, other_used)
+        self.F = free_bytes_at_start(self.T, free_bytes, self.ctx, other_used)
         self.free_given = free_bytes is not None
         self.L = eff.values["max_model_len"]
         self.assumptions: list[str] = []
