@@ -19,7 +19,7 @@ from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
 from .settings import Settings
 
 __all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "flag_dicts",
-           "GIVEN_FLAGS", "USER", "DEFAULT", "DERIVED"]
+           "graph_mode_source", "GIVEN_FLAGS", "USER", "DEFAULT", "DERIVED"]
 
 # NOTE: the walk records where each setting came from as the Source's text (what the Plan
 # carries); `Enum.value` is a descriptor call, too slow for ~20 settings per candidate.
@@ -169,3 +169,13 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
                          "increase max_num_batched_tokens or decrease max_model_len.",
                          where="--max-num-batched-tokens")
     return Eff(values, sources), derived
+
+
+def graph_mode_source(s: Settings, graph_mode: str) -> str:
+    """Where the CUDA-graph mode `graph_mode` of settings `s` came from (the plan's source)."""
+    if s.cudagraph_mode is not None and s.cudagraph_mode == graph_mode:
+        return USER
+    if (s.enforce_eager or s.cudagraph_mode is not None or s.optimization_level is not None
+            or s.compilation_mode is not None):
+        return DERIVED
+    return DEFAULT

@@ -58,16 +58,6 @@ def _tp_rank(ledger: Ledger, rank: int, tp_rank: int) -> Ledger:
     return _replace_ledger(ledger, rank=rank, tp_rank=tp_rank)
 
 
-def graph_mode_source(s, graph_mode: str) -> str:
-    """Where the CUDA-graph mode `graph_mode` of settings `s` came from (the plan's source)."""
-    if s.cudagraph_mode is not None and s.cudagraph_mode == graph_mode:
-        return USER
-    if (s.enforce_eager or s.cudagraph_mode is not None or s.optimization_level is not None
-            or s.compilation_mode is not None):
-        return DERIVED
-    return DEFAULT
-
-
 class PlanReport:
     """The `Plan` of a startup walk (mixin of `planner._Walk`)."""
 

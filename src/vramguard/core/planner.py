@@ -21,14 +21,14 @@ from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
 from .draft import draft_note
-from .effective import DERIVED, settings_base
+from .effective import DERIVED, graph_mode_source, settings_base
 from .effective import Eff as _Eff
 from .effective import resolve_settings as _resolve_settings
 from .family import TERMS, Family, check, family_of, free_at_start, free_bytes_at_start
 from .gpu import GpuSpec
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
-from .plan_report import PlanReport, graph_mode_source
+from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, resolve_rules
 from .settings import Settings
