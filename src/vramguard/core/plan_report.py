@@ -15,7 +15,7 @@ from . import messages as msg
 from ._frozen import maker, replacer
 from .arch_support import native_releases, not_native
 # NOTE: sources as text (effective.py: Enum.value is too slow for the tuner's hot path)
-from .effective import DEFAULT, DERIVED, USER
+from .effective import DEFAULT, USER
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .provenance import GIB, Estimate, Source
 from .shard_fix import shard_fix
