@@ -337,15 +337,20 @@ def family(spec: ModelSpec, settings: Settings, gpu, version: str, engine, env, 
         return build(None)
     env_key = tuple(sorted(env.items())) if env else None
     stage = _stage_key(settings)
-    key = (version, engine, env_key, stage)
+    # NOTE: `_lookup_by_id` spelled out: the key (a long tuple, hashed per dict operation)
+    # is looked up once and stored once.
+    full = (id(gpu), (version, engine, env_key, stage))
     table = _table(spec, "family")
-    hit = table.get((id(gpu), key))
+    hit = table.get(full)
     if hit is not None and hit[0] is gpu:
         return hit[1]
+    stats["misses"] += 1
     # NOTE: the stage key without the KV dtype (sliced: the tuple is built once)
     sibling = (version, engine, env_key, stage[:_KV_DTYPE_AT] + stage[_KV_DTYPE_AT + 1:])
     shared = _lookup_by_id(_table(spec, "kv_siblings"), gpu, sibling, dict)
-    return _lookup_by_id(table, gpu, key, lambda: build(shared))
+    value = build(shared)
+    table[full] = (gpu, value)
+    return value
 
 
 def family_terms(cache: dict, shared: dict | None, spec: ModelSpec, settings: Settings, rules,
