@@ -391,8 +391,8 @@ def family_terms(cache: dict, shared: dict | None, spec: ModelSpec, settings: Se
 
 
 # NOTE: what a family's `shared` dict keeps when its per-(tokens, seqs) entries are cleared
-# (the runtime fixed terms, the planner's version row and settings base).
-_SHARED_KEEP = (None, "core", "base")
+# (the runtime fixed terms, the planner's version row, settings base and checks' pass).
+_SHARED_KEEP = (None, "core", "base", "checked")
 
 
 _sched: dict = {}                 # scheduler_defaults: not per model

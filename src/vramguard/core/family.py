@@ -20,9 +20,11 @@ from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env
 from .settings import Settings
 from .stage_terms import base_terms, fixed_terms, runtime_base, runtime_fixed
 from .validation import (check_backend_block_size, check_dtype_capability,
-                         check_quant_capability, check_quant_schemes, check_rocm_quant, validate)
+                         check_quant_capability, check_quant_schemes, check_rocm_quant, validate,
+                         validate_searched)
 
-__all__ = ["Family", "family_of", "free_at_start", "free_bytes_at_start", "check", "TERMS"]
+__all__ = ["Family", "family_of", "free_at_start", "free_bytes_at_start", "check", "check_family",
+           "TERMS"]
 
 
 def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
@@ -64,7 +66,7 @@ class Family:
     terms: dict = field(default_factory=dict)
     graph_source: str | None = None     # where the CUDA-graph mode came from
     # NOTE: what the families that differ only in the KV-cache dtype share (`_memo.family`):
-    # "core" (row, fallback, device, context), "base" and the runtime stage terms.
+    # "core" (row, fallback, device, context), "base", "checked" and the runtime stage terms.
     shared: dict | None = None
 
 
@@ -104,6 +106,22 @@ def check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
         check_kv_dtype(spec, settings, rules)
     if spec.quant is not None and spec.quant.linear_schemes:
         check_quant_schemes(spec, settings, gpu, version)    # NOTE: at model build
+
+
+def check_family(fam: Family, spec: ModelSpec, settings: Settings, rules: VllmRules,
+                 gpu: GpuSpec, version: str) -> None:
+    """`check` for a family's first candidate (its others need only `validate_searched`);
+    raises UsageError. A family whose KV dtype no check reads (`_PLAIN_KV`) is checked by a
+    KV-dtype sibling's pass: only its searched flags' checks run."""
+    shared = fam.shared
+    plain = settings.kv_cache_dtype in _PLAIN_KV and not settings.kv_cache_dtype_skip_layers
+    if plain and shared is not None and shared.get("checked"):
+        validate_searched(settings, rules, version)
+    else:
+        check(spec, settings, rules, gpu, version)
+        if plain and shared is not None:
+            shared["checked"] = True
+    fam.checked = True
 
 
 def family_of(spec: ModelSpec, settings: Settings, gpu: GpuSpec, vllm_version: str | None = None,

@@ -24,7 +24,8 @@ from .draft import draft_note
 from .effective import DERIVED, graph_mode_source, settings_base
 from .effective import Eff as _Eff
 from .effective import resolve_settings as _resolve_settings
-from .family import TERMS, Family, check, family_of, free_at_start, free_bytes_at_start
+from .family import (TERMS, Family, check_family, family_of, free_at_start,
+                     free_bytes_at_start)
 from .gpu import GpuSpec
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
@@ -91,8 +92,11 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: Family, gpu: GpuS
     tokens, seqs = eff.values["max_num_batched_tokens"], eff.values["max_num_seqs"]
     # NOTE: the estimates depend on neither the utilization nor max_model_len: a search
     # that varies those reuses them (kept in the family, per (tokens, seqs)).
-    terms, kv_name, graph_mode = _memo.family_terms(fam.terms, fam.shared, spec, s, fam.rules,
-                                                    gpu, fam.device, tokens, seqs, TERMS)
+    hit = fam.terms.get((tokens, seqs))     # NOTE: most candidates of a family: no call
+    if hit is None:
+        hit = _memo.family_terms(fam.terms, fam.shared, spec, s, fam.rules, gpu, fam.device,
+                                 tokens, seqs, TERMS)
+    terms, kv_name, graph_mode = hit
     stages = [_Stage(*terms[0])] if len(terms) == 1 else [_Stage(*t) for t in terms]
     if cal is not None or hooks is not None:
         for st in stages:
@@ -173,8 +177,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
         # can fail (in the same order).
         validate_searched(settings, rules, version)
     else:
-        check(spec, settings, rules, gpu, version)
-        fam.checked = True
+        check_family(fam, spec, settings, rules, gpu, version)
     if fam.base is None:
         shared = fam.shared
         base = shared.get("base") if shared is not None else None
