@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from . import _memo
 from . import activation as act
 from .draft import check_draft, falls_back_to_v0
-from .effective import SettingsBase
+from .effective import SettingsBase, settings_base
 from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
 from .model import ModelSpec
@@ -23,8 +23,8 @@ from .validation import (check_backend_block_size, check_dtype_capability,
                          check_quant_capability, check_quant_schemes, check_rocm_quant, validate,
                          validate_searched)
 
-__all__ = ["Family", "family_of", "free_at_start", "free_bytes_at_start", "check", "check_family",
-           "TERMS"]
+__all__ = ["Family", "family_of", "family_base", "free_at_start", "free_bytes_at_start", "check",
+           "check_family", "TERMS"]
 
 
 def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
@@ -122,6 +122,19 @@ def check_family(fam: Family, spec: ModelSpec, settings: Settings, rules: VllmRu
         if plain and shared is not None:
             shared["checked"] = True
     fam.checked = True
+
+
+def family_base(fam: Family, spec: ModelSpec, settings: Settings, gpu: GpuSpec) -> SettingsBase:
+    """`effective.settings_base` of the family's settings, kept in the family (and shared by
+    its KV-dtype siblings: it reads no KV setting)."""
+    shared = fam.shared
+    base = shared.get("base") if shared is not None else None
+    if base is None:
+        base = settings_base(spec, settings, fam.rules, gpu, fam.device)
+        if shared is not None:
+            shared["base"] = base
+    fam.base = base
+    return base
 
 
 def family_of(spec: ModelSpec, settings: Settings, gpu: GpuSpec, vllm_version: str | None = None,

@@ -21,10 +21,10 @@ from . import kv as kvm
 from . import messages as msg
 from .calibration import Calibration, CalibrationKey
 from .draft import draft_note
-from .effective import DERIVED, graph_mode_source, settings_base
+from .effective import DERIVED, graph_mode_source
 from .effective import Eff as _Eff
 from .effective import resolve_settings as _resolve_settings
-from .family import (TERMS, Family, check_family, family_of, free_at_start,
+from .family import (TERMS, Family, check_family, family_base, family_of, free_at_start,
                      free_bytes_at_start)
 from .gpu import GpuSpec
 from .model import MAMBA, ModelSpec
@@ -178,15 +178,8 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
         validate_searched(settings, rules, version)
     else:
         check_family(fam, spec, settings, rules, gpu, version)
-    if fam.base is None:
-        shared = fam.shared
-        base = shared.get("base") if shared is not None else None
-        if base is None:
-            base = settings_base(spec, settings, rules, gpu, device)     # NOTE: no KV dtype
-            if shared is not None:
-                shared["base"] = base
-        fam.base = base
-    eff, derived = _resolve_settings(spec, settings, rules, gpu, device, fam.base, flags)
+    base = fam.base if fam.base is not None else family_base(fam, spec, settings, gpu)
+    eff, derived = _resolve_settings(spec, settings, rules, gpu, device, base, flags)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
     if spec.vision is not None:
@@ -225,6 +218,7 @@ class _Walk(PlanReport):
     forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
     fallback: str | None = None     # why v1 fell back to v0 (`family._pick_rules`)
     graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
+    graph_source: str               # where `graph_mode` came from (`_walk` sets it)
     _bpr: tuple | None = None       # (layout, L, its blocks per request)
     cap: KvCapacity | None = None   # the capacity `run` found
 

@@ -18,7 +18,7 @@ from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, TuneRequest
 from .validation import bf16_refused
 
 
-class _Family:
+class _FamilyEntry:
     """The candidates of one family the search screened: the planner's family and the given
     flags' dicts they share (`planner.screen`'s `family` and `flags`; None with the memo
     caches off)."""
@@ -55,11 +55,12 @@ class _Ctx:
         self._env = dict(req.env) if req.env else None
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
         self._last_gpu: tuple = (None, None)
-        self._families: dict[tuple, _Family] = {}
+        self._families: dict[tuple, _FamilyEntry] = {}
         self._plans: list[dict] = []      # per GPU key: (plan, finish) per candidate key
 
     def gpu_key(self, gpu: GpuTarget) -> int:
-        """The same number for equal GPU targets (the plan cache's key, with the settings).
+        """The same number for equal GPU targets (its plan table's index; with the candidate's
+        key, what names a candidate).
 
         NOTE: hashing a GpuTarget hashes every field of its GpuSpec, on every lookup; the
         search passes a handful of objects: each is compared by value once, then by identity."""
@@ -93,11 +94,11 @@ class _Ctx:
         """What names the candidate `s` on `gpu` in this search (equal for equal candidates)."""
         return self.gpu_key(gpu), _candidate_key(s)
 
-    def _family(self, s: Settings, gpu: GpuTarget) -> _Family:
+    def _family(self, s: Settings, gpu: GpuTarget) -> _FamilyEntry:
         key = (self.gpu_key(gpu), _family_key(s))
         fam = self._families.get(key)
         if fam is None:
-            fam = self._families[key] = _Family()
+            fam = self._families[key] = _FamilyEntry()
         return fam
 
     def _screen(self, settings: Settings, gpu: GpuTarget) -> tuple:
@@ -116,7 +117,7 @@ class _Ctx:
             self.error = self.error or exc.with_traceback(None)
             return None, None
 
-    def _shared(self, s: Settings, gpu: GpuTarget, fam: _Family) -> tuple:
+    def _shared(self, s: Settings, gpu: GpuTarget, fam: _FamilyEntry) -> tuple:
         """`planner.screen`'s `family` and `flags` for the candidate `s` of `fam`, or
         (None, None) with the memo caches off."""
         if not _memo.is_enabled():
@@ -135,7 +136,7 @@ class _Ctx:
             fam.flags[key] = flags
         return family, flags
 
-    def _planner_family(self, s: Settings, gpu: GpuTarget, fam: _Family):
+    def _planner_family(self, s: Settings, gpu: GpuTarget, fam: _FamilyEntry):
         """`planner.family_of` the candidate `s` of `fam` (kept in `fam` with the memo on)."""
         if fam.family is not None:
             return fam.family
