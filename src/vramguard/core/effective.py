@@ -52,7 +52,7 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
 
 
 _flag_values = attrgetter(*_FLAGS)
-_FLAG_SET = GIVEN_FLAGS = frozenset(_FLAGS)   # the flags `flag_dicts` reads
+GIVEN_FLAGS = frozenset(_FLAGS)   # the flags `flag_dicts` reads
 _DEFAULT_VALUES = _flag_values(_memo.DEFAULT_SETTINGS)
 
 
@@ -103,7 +103,7 @@ def flag_dicts(s: Settings) -> tuple[dict, dict]:
     # NOTE: the values are read afresh (the Plan echoes them: 0 and 0.0 print differently);
     # only their sources are memoized (they depend on the values' equality and user_set).
     return dict(zip(_FLAGS, vals)), _memo.flag_sources(vals, s.user_set,
-                                                       lambda: _flag_sources(s), _FLAG_SET)
+                                                       lambda: _flag_sources(s), GIVEN_FLAGS)
 
 
 def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
