@@ -61,7 +61,10 @@ def _flag_sources(s: Settings) -> dict[str, str]:
     it (without a user_set: when its value differs from vLLM's default), else the default."""
     user = s.user_set
     if user:
-        return {name: USER if name in user else DEFAULT for name in _FLAGS}
+        out = dict.fromkeys(_FLAGS, DEFAULT)        # NOTE: in C; then the few given ones
+        for name in user & GIVEN_FLAGS:
+            out[name] = USER
+        return out
     return {name: USER if value != default else DEFAULT
             for name, value, default in zip(_FLAGS, _flag_values(s), _DEFAULT_VALUES)}
 

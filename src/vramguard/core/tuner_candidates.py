@@ -270,13 +270,14 @@ def _candidate(ctx: _Ctx, tp: int, pp: int, variant: dict,
         changes["max_num_seqs"] = req.concurrency
         if not _pinned(req.base, "max_num_batched_tokens") and req.concurrency > 2048:
             changes["max_num_batched_tokens"] = req.concurrency
-    changes = {k: v for k, v in changes.items()
-               if not (_pinned(req.base, k) and k != "tensor_parallel_size")}
+    pinned = req.base.user_set
+    if pinned:
+        changes = {k: v for k, v in changes.items()
+                   if k not in pinned or k == "tensor_parallel_size"}
     # NOTE: a tuned flag equal to vLLM's default stays off the command line.
-    user = req.base.user_set | {k for k, v in changes.items() if v is not None}
-    user -= {k for k, v in changes.items()
-             if not _pinned(req.base, k) and (v is None or v == getattr(_DEFAULTS, k))}
-    return _copy(req.base, user_set=frozenset(user), **changes), gpu, headroom
+    user = pinned | {k for k, v in changes.items()
+                     if v is not None and (k in pinned or v != getattr(_DEFAULTS, k))}
+    return _copy(req.base, user_set=user, **changes), gpu, headroom
 
 
 def _variant_notes(req: TuneRequest, s: Settings) -> tuple[str, ...]:
