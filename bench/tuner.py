@@ -11,9 +11,7 @@
    warm (the caches kept across requests: a long-running process) and memo off.
 
 Each figure is the best of a few repetitions, in CPU time of this process (the machine
-may be shared; wall-clock time would count other processes' load). If the planner does
-not call core/_memo.py yet, `--patch` installs the wrappers in the planner module for the
-measurement only (what the proposed call-site change does).
+may be shared; wall-clock time would count other processes' load).
 """
 
 from __future__ import annotations
@@ -36,22 +34,6 @@ from vramguard.sources.resolve import load_model_spec           # noqa: E402
 
 MODELS = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-30B-A3B",
           "google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Instruct")
-
-
-def planner_uses_memo() -> bool:
-    import inspect
-    return "_memo." in inspect.getsource(planner)
-
-
-def patch_planner() -> None:
-    """Route the planner's per-candidate invariants through core/_memo.py (bench only)."""
-    import types
-
-    from vramguard.core import kv
-    planner.resolve_rules = _memo.resolve_rules
-    planner.weights_per_rank = _memo.weights_per_rank
-    planner.resolve_max_model_len = _memo.resolve_max_model_len
-    planner.kvm = types.SimpleNamespace(**{**vars(kv), "build_layout": _memo.build_layout})
 
 
 def candidates(n: int, seed: int = 0) -> list[Settings]:
@@ -149,15 +131,8 @@ def bench_tuner(specs, reps: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer candidates and repetitions")
-    ap.add_argument("--patch", action="store_true",
-                    help="install the memo wrappers in the planner (if it does not use them)")
     args = ap.parse_args()
     n, reps = (300, 2) if args.quick else (1500, 3)
-    wired = planner_uses_memo()
-    if args.patch and not wired:
-        patch_planner()
-    print(f"planner calls core/_memo.py: {wired}"
-          + (" (patched in for this run)" if args.patch and not wired else ""))
     specs = [load_model_spec(m, offline=True) for m in MODELS]
     gpu = lookup_gpu("H100-80GB")
     p = bench_planner(specs, gpu, n, reps)

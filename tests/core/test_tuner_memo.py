@@ -2,15 +2,12 @@
 
 Plans of many random settings (every field the planner reads, including those the memo
 keys leave out) are made twice: with the caches on (and warm from earlier settings) and
-off. `Plan.to_dict()` must be equal. Runs with the planner's own wiring when it calls
-_memo, and with the wrappers patched into the planner module otherwise, so the memo is
-tested either way."""
+off. `Plan.to_dict()` must be equal, and a repeated plan must be served from the caches."""
 
 from __future__ import annotations
 
 import collections
 import random
-import types
 from functools import lru_cache
 
 import pytest
@@ -36,18 +33,10 @@ def spec(model):
     return load_model_spec(model, offline=True)
 
 
-@pytest.fixture(params=["as wired", "patched"])
-def wiring(request, monkeypatch):
-    if request.param == "patched":
-        from vramguard.core import kv
-        monkeypatch.setattr(planner, "resolve_rules", _memo.resolve_rules, raising=False)
-        monkeypatch.setattr(planner, "weights_per_rank", _memo.weights_per_rank, raising=False)
-        monkeypatch.setattr(planner, "resolve_max_model_len", _memo.resolve_max_model_len,
-                            raising=False)
-        monkeypatch.setattr(planner, "kvm", types.SimpleNamespace(
-            **{**vars(kv), "build_layout": _memo.build_layout}))
+@pytest.fixture
+def memo_state():
     _memo.clear()
-    yield request.param
+    yield
     _memo.set_enabled(True)
 
 
@@ -107,13 +96,12 @@ def outcome(fn):
         return ("error", exc.line())
 
 
-def test_memoized_plans_equal_fresh_plans(wiring):
+def test_memoized_plans_equal_fresh_plans(memo_state):
     rng = random.Random(1234)
     cases = []
     for _ in range(700):
         cases.append((rng.choice(MODELS), rng.choice(GPUS), rng.choice(VERSIONS),
                       random_settings(rng), rng.choice((None, None, 30 << 30))))
-    wired = wiring == "patched" or "_memo." in open(planner.__file__).read()
     for model, gpu, version, s, free in cases:
         g = lookup_gpu(gpu)
         args = (spec(model), s, g)
@@ -122,14 +110,13 @@ def test_memoized_plans_equal_fresh_plans(wiring):
         memo = outcome(lambda: planner.plan(*args, **kw))
         misses = _memo.stats["misses"]
         again = outcome(lambda: planner.plan(*args, **kw))       # a cache hit
-        if wired and not isinstance(memo, tuple):
+        if not isinstance(memo, tuple):
             # every term of `again` was served from the caches (errors are raised afresh)
             assert _memo.stats["misses"] == misses, (model, gpu, version, s)
         _memo.set_enabled(False)
         fresh = outcome(lambda: planner.plan(*args, **kw))
         assert memo == fresh == again, (model, gpu, version, s)
-    if wired:
-        assert _memo.stats["misses"] > 0
+    assert _memo.stats["misses"] > 0
 
 
 def test_spec_identity_not_equality():
