@@ -484,6 +484,19 @@ def test_user_len_above_derived_raises_vllm_words():
             "(max_position_embeddings=131072") in str(e.value)
 
 
+def test_disabled_sliding_window_caps_the_length_and_is_named_as_vllm_names_it():
+    from dataclasses import replace
+    spec = replace(dense(), max_len_keys={"max_position_embeddings": 32768})
+    d = derive_max_model_len(spec, R("0.33.0"), disable_sliding_window=True, sliding_window=4096)
+    assert (d.value, d.limit, d.key, d.key_value) == (4096, 4096, "sliding_window", 4096)
+    kept = derive_max_model_len(spec, R("0.33.0"), sliding_window=4096)
+    assert (kept.limit, kept.key) == (32768, "max_position_embeddings")
+    with pytest.raises(UsageError) as e:
+        resolve_max_model_len(spec, R("0.33.0"), 6144, disable_sliding_window=True,
+                              sliding_window=4096)
+    assert "derived max_model_len (sliding_window=4096 or" in str(e.value)
+
+
 def test_parse_len_suffixes():
     assert parse_len("25.6k") == 25600 and parse_len("128K") == 131072
     assert parse_len("auto") is None and parse_len("-1") is None and parse_len("4096") == 4096

@@ -251,6 +251,17 @@ def test_workload_longer_than_the_model_is_bad_input():
         tune(request("Qwen/Qwen2.5-0.5B", workload=Workload(1000, 2000, 10_000_000)))
 
 
+def test_a_disabled_sliding_window_limits_the_lengths_tried():
+    model = "mistralai/Mistral-7B-v0.1"                      # window 4096, 32768 positions
+    base = pinned(disable_sliding_window=True)
+    with pytest.raises(UsageError, match=r"longer than the model's maximum length \(4096\)"):
+        tune(request(model, "L4", base=base, workload=Workload(800, 2000, 6000)))
+    res = tune(request(model, "L4", base=base))
+    assert res.recommended.max_model_len == 4096
+    assert all(o.max_model_len <= 4096 for o in res.options)
+    assert tune(request(model, "L4", workload=Workload(800, 2000, 6000))).recommended
+
+
 @pytest.mark.parametrize("kw,match", [({"target_kv_usage": 0}, "outside"),
                                       ({"target_kv_usage": 1.5}, "outside"),
                                       ({"concurrency": 0}, "at least 1"),

@@ -49,9 +49,10 @@ def derive_max_model_len(spec: ModelSpec, rules: VllmRules, *,
     else:
         key, derived = "max_position_embeddings", DEFAULT_MAX_LEN
         note = "no length key in the config: vLLM assumes 2048"
-    key_value = derived
     if disable_sliding_window and sliding_window and sliding_window < derived:
-        derived = sliding_window
+        # NOTE: vLLM names the window as the limiting key (`_get_and_verify_max_len`)
+        key, derived = "sliding_window", sliding_window
+    key_value = derived
     if rules.tokenizer_cap and spec.tokenizer_max_length:
         derived = min(derived, int(spec.tokenizer_max_length))
     kind, factor = _rope(spec)

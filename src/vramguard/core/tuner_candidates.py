@@ -50,7 +50,10 @@ class _Ctx:
         # NOTE: the memoized row and derived length (the planner's own caches): `tune` is
         # also called once per catalog GPU and per pin by `tuner_explain`.
         self.rules = _memo.resolve_rules(req.vllm_version, req.engine)
-        self.limit_len = _memo.resolve_max_model_len(req.spec, self.rules, None)[1].limit
+        # NOTE: the window caps the length when the user disables it, as in the plans.
+        self.limit_len = _memo.derived_max_model_len(
+            req.spec, self.rules, req.base.disable_sliding_window,
+            _memo.sliding_window(req.spec)).limit
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
         self._env = dict(req.env) if req.env else None
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
