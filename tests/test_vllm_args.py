@@ -8,7 +8,7 @@ import pytest
 from vramguard.core.settings import Settings
 from vramguard.errors import UsageError
 from vramguard.sources.vllm_args import (
-    format_command, human_readable_int, parse_vllm_args, parse_vllm_command,
+    command_with, format_command, human_readable_int, parse_vllm_args, parse_vllm_command,
     settings_from_mapping, settings_to_args)
 
 
@@ -608,6 +608,31 @@ def test_docker_tags(image, version):
     cmd = parse_vllm_command(["docker", "run", "--rm", "-it", "-p", "8000:8000", image,
                               "--model", "m"])
     assert cmd.version_hint == version and cmd.model == "m"
+
+
+@pytest.mark.parametrize("image,version", [
+    ("nvcr.io/nvidia/vllm:25.11-py3", None), ("lmcache/vllm-openai:v0.3.9", None),
+    ("myorg/llm-server:1.2", None), ("vllm/vllm-openai-rocm:v0.9.2", "0.9.2"),
+    ("123.dkr.ecr.us-east-1.amazonaws.com/vllm-openai:v0.10.2", "0.10.2"),
+    ("localhost:5000/vllm/vllm-openai:v0.8.5", "0.8.5"),
+])
+def test_only_vllms_own_images_name_the_release(image, version):
+    cmd = parse_vllm_command(["docker", "run", image, "--model", "m"])
+    assert cmd.version_hint == version and cmd.model == "m"
+    foreign = [n for n in cmd.notes if "is not read as a vLLM release" in n]
+    assert bool(foreign) == (version is None)
+
+
+@pytest.mark.parametrize("line", [
+    "docker run --gpus all --entrypoint vllm vllm/vllm-openai:v0.8.5 serve m --max-model-len 4096",
+    "docker run --gpus all --entrypoint=python3 vllm/vllm-openai:v0.8.5 -m "
+    "vllm.entrypoints.openai.api_server --model m --max-model-len 4096",
+])
+def test_docker_entrypoint_replaces_the_images_own(line):
+    cmd = parse_vllm_command(line)
+    assert cmd.model == "m" and cmd.settings.max_model_len == 4096
+    assert cmd.version_hint == "0.8.5" and cmd.launcher == "docker"
+    assert command_with(cmd, {"max_model_len": 2048}) == line.replace("4096", "2048")
 
 
 def test_config_overrides():

@@ -36,12 +36,18 @@ spec:
 
 def test_a_deployments_container_command_and_args():
     words, notes = launch_from_manifest(DEPLOYMENT)
-    assert words == ["VLLM_USE_V1=1", "python3", "-m", "vllm.entrypoints.openai.api_server",
+    # NOTE: `command` replaces the image's entry point; the docker form keeps the tag's release
+    assert words == ["docker", "run", "-e", "VLLM_USE_V1=1", "--entrypoint", "python3",
+                     "vllm/vllm-openai:v0.10.1", "-m", "vllm.entrypoints.openai.api_server",
                      "--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "8192", "-tp", "2"]
     assert notes == ["read from the Deployment's container 'server'"]
     cmd = parse_vllm_command(DEPLOYMENT)
     assert cmd.model == "Qwen/Qwen2.5-7B-Instruct" and cmd.settings.tensor_parallel_size == 2
     assert cmd.env == {"VLLM_USE_V1": "1"} and cmd.notes[0].startswith("read from")
+    assert cmd.version_hint == "0.10.1"
+    untagged = parse_vllm_command(DEPLOYMENT.replace(":v0.10.1", ":latest"))
+    assert untagged.version_hint is None and untagged.launcher.startswith("python -m")
+    assert untagged.env == {"VLLM_USE_V1": "1"}
 
 
 def test_a_shell_script_and_the_images_own_entry_point():
@@ -78,7 +84,7 @@ services:
 
 def test_a_compose_service_with_interpolation():
     words, notes = launch_from_manifest(COMPOSE)
-    assert words == ["VLLM_LOGGING_LEVEL=DEBUG", "docker", "run", "vllm/vllm-openai:latest",
+    assert words == ["docker", "run", "-e", "VLLM_LOGGING_LEVEL=DEBUG", "vllm/vllm-openai:latest",
                      "--model", "Qwen/Qwen3-8B", "--max-model-len", "4096",
                      "--gpu-memory-utilization", "${GPU_UTIL}"]
     assert notes == ["read from the compose service 'vllm'"]

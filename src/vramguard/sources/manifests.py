@@ -121,7 +121,20 @@ def _launch(image: str, entry: list[str], args: list[str]) -> tuple[list[str], l
         if "vllm-openai" in image:
             return ["docker", "run", image, *args], []       # NOTE: the image's entry point
         return args, []
+    from .vllm_launch import image_version
+    if image_version(image):
+        # NOTE: `command` replaces the image's entry point as docker's --entrypoint does; the
+        # docker form keeps the tag's release for the plan.
+        return ["docker", "run", "--entrypoint", entry[0], image, *entry[1:], *args], []
     return [*entry, *args], []
+
+
+def _with_env(env: list[str], words: list[str]) -> list[str]:
+    """The container's environment before its command: `VAR=value` words, or `-e` options
+    of a docker form (`docker run -e VAR=value IMAGE ...`)."""
+    if words[:2] == ["docker", "run"]:
+        return ["docker", "run", *(w for e in env for w in ("-e", e)), *words[2:]]
+    return env + words
 
 
 def _compose_words(value) -> list[str]:
@@ -158,7 +171,8 @@ def launch_from_manifest(text: str) -> tuple[list[str], list[str]]:
                 if _runs_vllm(image, entry + args):
                     words, notes = _launch(image, entry, args)
                     env = _interpolate(_env_words(svc.get("environment")))
-                    return env + words, [f"read from the compose service {name!r}", *notes]
+                    return _with_env(env, words), [f"read from the compose service {name!r}",
+                                                   *notes]
         found: list = []
         try:
             _containers(doc, found)
@@ -171,7 +185,7 @@ def launch_from_manifest(text: str) -> tuple[list[str], list[str]]:
             if _runs_vllm(image, entry + args):
                 words, notes = _launch(image, entry, args)
                 kind = doc.get("kind") or "manifest"
-                return (_env_words(c.get("env")) + words,
+                return (_with_env(_env_words(c.get("env")), words),
                         [f"read from the {kind}'s container {c.get('name', '?')!r}", *notes])
     raise UsageError("no container or service in the pasted YAML runs vLLM", where="command line",
                      fix="Paste the vllm serve line, or a manifest whose image or command is vLLM's.")

@@ -297,10 +297,12 @@ def parse_vllm_command(argv: list[str] | str, *, strict: bool = True) -> VllmCom
     launcher = None
     api_server_image = False
     if tokens and tokens[0].rsplit("/", 1)[-1] in launch.CONTAINER_TOOLS:
-        tokens, version, image = launch.docker_args(tokens, env)
+        tokens, version, image, own_entry = launch.docker_args(tokens, env)
         tokens = launch.strip_env(tokens, env)
         launcher = "docker"
-        api_server_image = launch.api_server_image(image, version)
+        api_server_image = not own_entry and launch.api_server_image(image, version)
+        foreign = launch.foreign_tag_note(image)
+        snippet_notes = [*snippet_notes, foreign] if foreign else snippet_notes
     name, args, positional_ok = launch.find_vllm_args(tokens)
     prefix = tuple(all_tokens[:len(all_tokens) - len(args)])   # each step kept a suffix
     api_server = api_server_image or name == "python -m vllm.entrypoints.openai.api_server"

@@ -71,20 +71,25 @@ def strip_env(tokens: list[str], env: dict[str, str]) -> list[str]:
     return tokens[i:]
 
 
-def docker_args(tokens: list[str], env: dict[str, str]) -> tuple[list[str], str | None, str]:
-    """Skip `docker run [opts] IMAGE`; return the container args, the image tag, image."""
+def docker_args(tokens: list[str], env: dict[str, str]
+                ) -> tuple[list[str], str | None, str, bool]:
+    """Skip `docker run [opts] IMAGE`; return the container's command words, the image tag's
+    version, the image, and whether `--entrypoint` replaced the image's entry point (its
+    value then comes first: `--entrypoint vllm IMAGE serve M` runs `vllm serve M`)."""
     i = 2 if len(tokens) > 1 and tokens[1] in ("run", "create") else 1
+    entry: str | None = None
     while i < len(tokens):
         tok = tokens[i]
         if tok.startswith("-") and tok != "-":
             name, eq, val = tok.partition("=")
-            if name in ("-e", "--env"):
-                if not eq:
-                    val = tokens[i + 1] if i + 1 < len(tokens) else ""
-                    i += 1
-                if "=" in val:
-                    k, _, v = val.partition("=")
-                    env[k] = v
+            if name in ("-e", "--env", "--entrypoint") and not eq:
+                val = tokens[i + 1] if i + 1 < len(tokens) else ""
+                i += 1
+            if name in ("-e", "--env") and "=" in val:
+                k, _, v = val.partition("=")
+                env[k] = v
+            elif name == "--entrypoint":
+                entry = val
             elif not eq and name in _DOCKER_VALUE_OPTS:
                 i += 1
             i += 1
@@ -95,9 +100,42 @@ def docker_args(tokens: list[str], env: dict[str, str]) -> tuple[list[str], str 
                          fix="Paste the whole line: `docker run ... vllm/vllm-openai:TAG "
                              "--model M ...`.")
     image = tokens[i]
-    tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else None
-    m = _VERSION_TAG_RE.match(tag) if tag else None     # v0.8.5, 0.10.1.1, v0.9.2-cu128
-    return tokens[i + 1:], (m.group(1) if m else None), image
+    words = tokens[i + 1:] if not entry else [entry, *tokens[i + 1:]]
+    return words, image_version(image), image, bool(entry)
+
+
+def image_tag(image: str) -> str | None:
+    """The tag of `[registry/]repo[:tag]` (a registry's port is not a tag)."""
+    return image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else None
+
+
+def vllm_image(image: str) -> bool:
+    """vLLM's own images, whose tags are vLLM releases: the `vllm` organisation's
+    (vllm/vllm-openai, vllm/vllm-openai-rocm, ...) and `vllm-openai` copies in other
+    registries. Not LMCache's (lmcache/vllm-openai: LMCache's releases) or NGC's
+    (nvcr.io/nvidia/vllm:25.11: NVIDIA's container releases)."""
+    path = image.rsplit(":", 1)[0] if image_tag(image) else image
+    parts = path.lower().split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]                                  # NOTE: a registry host
+    org = parts[-2] if len(parts) > 1 else ""
+    return org != "lmcache" and (org == "vllm" or parts[-1].startswith("vllm-openai"))
+
+
+def image_version(image: str) -> str | None:
+    """The vLLM release a vLLM image's tag names (v0.8.5, 0.10.1.1, v0.9.2-cu128)."""
+    tag = image_tag(image)
+    m = _VERSION_TAG_RE.match(tag) if tag and vllm_image(image) else None
+    return m.group(1) if m else None
+
+
+def foreign_tag_note(image: str) -> str | None:
+    """A note when another image's tag looks like a version but is not vLLM's."""
+    tag = image_tag(image)
+    if tag and not vllm_image(image) and _VERSION_TAG_RE.match(tag):
+        return (f"the image tag {tag} is not read as a vLLM release ({image} is not vLLM's "
+                "own image): pass --vllm-version with the release it contains")
+    return None
 
 
 # NOTE: vllm/vllm-openai's ENTRYPOINT is `python3 -m vllm.entrypoints.openai.api_server` up to
