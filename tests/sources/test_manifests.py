@@ -112,9 +112,9 @@ def test_a_pasted_vllm_config_file_and_yaml_that_is_none_of_these():
     assert cmd.notes[0] == "read as a vLLM --config file (flag: value)"
     assert parse_vllm_command("model: Qwen/Qwen3-8B\nmax-model-len: 4096\n").model == \
         "Qwen/Qwen3-8B"
-    helm = "servingEngineSpec:\n  modelSpec:\n    - name: llama\n      modelURL: m\n"
+    other = "routerSpec:\n  replicaCount: 1\nservice:\n  port: 80\n"
     with pytest.raises(UsageError, match="not a vLLM --config file"):
-        parse_vllm_command(helm)
+        parse_vllm_command(other)
     assert not looks_like_manifest(config)
     from vramguard.sources.manifests import looks_like_yaml
     indented = "    # start the server\n    vllm serve m \\\n      --port 8000\n"

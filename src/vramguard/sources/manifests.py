@@ -47,17 +47,22 @@ def looks_like_yaml(text: str) -> bool:
 
 
 def launch_from_yaml(text: str) -> tuple[list[str], list[str]]:
-    """(words, notes) of pasted YAML: a manifest's launch, or a vLLM `--config` file's flags
-    (as `vllm serve --config` reads them, a `model:` key included)."""
+    """(words, notes) of pasted YAML: a manifest's launch, the production-stack Helm chart's
+    values (`helm_values`), or a vLLM `--config` file's flags (as `vllm serve --config` reads
+    them, a `model:` key included)."""
     if looks_like_manifest(text):
         return launch_from_manifest(text)
     from .vllm_args import _mapping_to_tokens
     from .vllm_scan import is_known_flag
+    from .helm_values import launch_from_helm_values, looks_like_helm_values
     docs = _load(text)
     data = docs[0] if len(docs) == 1 else None
+    if looks_like_helm_values(data):
+        return launch_from_helm_values(data)
     if not data or not any(is_known_flag("--" + str(k).strip("-")) for k in data):
         raise UsageError("the pasted YAML is not a vLLM --config file (flag: value), a "
-                         "Kubernetes manifest or a compose file", where="command line",
+                         "Kubernetes manifest, a compose file or the vLLM production-stack "
+                         "chart's values", where="command line",
                          fix="Paste the vllm serve line, or pass the vLLM config file with "
                              "--config FILE.")
     return _mapping_to_tokens(data), ["read as a vLLM --config file (flag: value)"]
