@@ -262,6 +262,17 @@ def test_a_disabled_sliding_window_limits_the_lengths_tried():
     assert tune(request(model, "L4", workload=Workload(800, 2000, 6000))).recommended
 
 
+def test_vllms_own_interleaved_window_cap_limits_the_lengths_tried():
+    model = "google/gemma-2-9b-it"                  # sliding 4096 / full, 8192 positions
+    with pytest.raises(UsageError, match=r"longer than the model's maximum length \(4096\)"):
+        tune(request(model, "L40S", vllm_version="0.6.3", workload=Workload(800, 2000, 6000)))
+    res = tune(request(model, "L40S", vllm_version="0.6.3"))
+    assert res.recommended.max_model_len == 4096
+    assert "--disable-sliding-window" not in command(res.recommended, model)
+    assert tune(request(model, "L40S", vllm_version="0.6.6",
+                        workload=Workload(800, 2000, 6000))).recommended
+
+
 @pytest.mark.parametrize("kw,match", [({"target_kv_usage": 0}, "outside"),
                                       ({"target_kv_usage": 1.5}, "outside"),
                                       ({"concurrency": 0}, "at least 1"),

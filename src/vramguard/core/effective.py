@@ -12,7 +12,7 @@ from operator import attrgetter
 from . import _memo
 from .errors import UsageError
 from .gpu import GpuSpec
-from .maxlen import DerivedLen, apply_user_len
+from .maxlen import DerivedLen, apply_user_len, tokenizer_cap_after
 from .model import ModelSpec
 from .provenance import GIB, Source
 from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
@@ -135,9 +135,10 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
     auto = s.max_model_len_auto
     user_len = None if auto else s.max_model_len
     L, derived = apply_user_len(spec, base.derived, user_len,
-                                allow_long=rules.allow_long_max_model_len)
+                                allow_long=rules.allow_long_max_model_len,
+                                cap_after=tokenizer_cap_after(spec, rules))
     values["max_model_len"], sources["max_model_len"] = L, (U if user_len not in (None, -1)
-                                                             else X)
+                                                             and L == user_len else X)
     values["max_model_len_auto"], sources["max_model_len_auto"] = auto, U if auto else D
     chunked_flag = s.enable_chunked_prefill
     if rules.engine == "v0":

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .errors import UsageError
 from . import messages
-from .model import ModelSpec
+from .model import FULL, SLIDING, ModelSpec
 from .rules import VllmRules
 
 # The config keys vLLM reads, in its order; the derived length is the minimum present.
@@ -28,6 +28,37 @@ class DerivedLen:
     # The length YaRN's factor would give (original positions x factor) in a release that
     # takes max_position_embeddings as already scaled (0.30+); None elsewhere.
     unscaled_yarn_len: int | None = None
+
+
+# NOTE: vLLM names a model's text config in the warning (Gemma 3's is gemma3_text)
+_TEXT_TYPE = {"gemma3": "gemma3_text"}
+
+
+def swa_off(spec: ModelSpec, rules: VllmRules, env: dict[str, str] | None) -> str | None:
+    """vLLM's warning when its ModelConfig turns the sliding windows of a model that
+    interleaves sliding-window and full attention off itself, which caps max_model_len at the
+    window (`rules.interleaved_swa_off`); None when it does not. The conditional releases read
+    the environment variables only: `VLLM_ATTENTION_BACKEND` (not the backend vLLM picks by
+    itself) and, from 0.10.1, `VLLM_USE_V1=0`."""
+    mode = rules.interleaved_swa_off
+    if mode is None:
+        return None
+    kinds = spec.attention_kinds()
+    types = rules.interleaved_swa_types
+    if SLIDING not in kinds or FULL not in kinds or (types is not None
+                                                     and spec.model_type not in types):
+        return None
+    env = env or {}
+    backend = env.get("VLLM_ATTENTION_BACKEND")
+    if mode != "always" and (backend not in rules.interleaved_swa_backends or (
+            mode == "backend_v0" and env.get("VLLM_USE_V1", "1").strip().lower()
+            not in ("0", "false", "no", "off"))):
+        return None
+    window = min(l.attention.sliding_window_tokens for l in spec.layers
+                 if l.attention.sliding_window_tokens)
+    return messages.interleaved_swa_warning(rules, _TEXT_TYPE.get(spec.model_type,
+                                                                   spec.model_type),
+                                            backend, window)
 
 
 def _rope(spec: ModelSpec) -> tuple[str | None, float]:
@@ -53,7 +84,7 @@ def derive_max_model_len(spec: ModelSpec, rules: VllmRules, *,
         # NOTE: vLLM names the window as the limiting key (`_get_and_verify_max_len`)
         key, derived = "sliding_window", sliding_window
     key_value = derived
-    if rules.tokenizer_cap and spec.tokenizer_max_length:
+    if rules.tokenizer_cap == "encoder" and spec.is_encoder_only and spec.tokenizer_max_length:
         derived = min(derived, int(spec.tokenizer_max_length))
     kind, factor = _rope(spec)
     value = derived
@@ -74,8 +105,17 @@ def derive_max_model_len(spec: ModelSpec, rules: VllmRules, *,
         orig = (spec.rope_scaling or {}).get("original_max_position_embeddings")
         if orig:
             value = int(orig)
-    return DerivedLen(value=int(value), limit=int(derived), key=key, key_value=key_value,
-                      note=note, unscaled_yarn_len=yarn_len)
+    cap = tokenizer_cap_after(spec, rules)
+    return DerivedLen(value=min(int(value), cap or int(value)), limit=int(derived), key=key,
+                      key_value=key_value, note=note, unscaled_yarn_len=yarn_len)
+
+
+def tokenizer_cap_after(spec: ModelSpec, rules: VllmRules) -> int | None:
+    """0.9.1's cap: the tokenizer's model_max_length, applied to the length vLLM resolved
+    (the user's too) after its check (`rules.tokenizer_cap` "all")."""
+    if rules.tokenizer_cap == "all" and spec.tokenizer_max_length:
+        return int(spec.tokenizer_max_length)
+    return None
 
 
 def resolve_max_model_len(spec: ModelSpec, rules: VllmRules, user_len: int | None, *,
@@ -84,14 +124,17 @@ def resolve_max_model_len(spec: ModelSpec, rules: VllmRules, user_len: int | Non
     """The effective `max_model_len`; raises UsageError with vLLM's words when too long."""
     d = derive_max_model_len(spec, rules, disable_sliding_window=disable_sliding_window,
                              sliding_window=sliding_window)
-    return apply_user_len(spec, d, user_len, allow_long=rules.allow_long_max_model_len)
+    return apply_user_len(spec, d, user_len, allow_long=rules.allow_long_max_model_len,
+                          cap_after=tokenizer_cap_after(spec, rules))
 
 
 def apply_user_len(spec: ModelSpec, d: DerivedLen, user_len: int | None, *,
-                   allow_long: bool = False) -> tuple[int, DerivedLen]:
+                   allow_long: bool = False, cap_after: int | None = None
+                   ) -> tuple[int, DerivedLen]:
     """The effective `max_model_len` for the user's length against the derived one `d`
     (the second half of `resolve_max_model_len`); `allow_long`: VLLM_ALLOW_LONG_MAX_MODEL_LEN
-    (a longer length is accepted, vLLM only warns)."""
+    (a longer length is accepted, vLLM only warns); `cap_after`: a cap applied after the
+    check (`tokenizer_cap_after`)."""
     if user_len is None or user_len == -1:
         return d.value, d
     if user_len <= 0:
@@ -103,7 +146,7 @@ def apply_user_len(spec: ModelSpec, d: DerivedLen, user_len: int | None, *,
         raise UsageError(messages.max_len_message(user_len, d.key, d.key_value,
                                                   spec.tokenizer_max_length),
                          where="--max-model-len", fix=_too_long_fix(d, user_len))
-    return int(user_len), d
+    return (min(int(user_len), cap_after) if cap_after else int(user_len)), d
 
 
 def _too_long_fix(d: DerivedLen, user_len: int) -> str:

@@ -341,6 +341,19 @@ def mamba_padding_log(pct: float) -> str:
             "page size are exactly equal.")
 
 
+def interleaved_swa_warning(rules: VllmRules, model_type: str, backend: str | None,
+                            window: int) -> str:
+    """vLLM's warning when its ModelConfig turns an interleaved model's sliding windows off
+    (`rules.interleaved_swa_off`)."""
+    tail = ("Disabling sliding window and capping the max length to the sliding window size "
+            f"({window}).")
+    if rules.msg_interleaved_swa == "gemma2":
+        return ("Gemma 2 uses sliding window attention for every odd layer, which is currently "
+                f"not supported by vLLM. {tail}")
+    by = "vLLM" if rules.msg_interleaved_swa == "vllm" else f"the {backend} backend"
+    return f"{model_type} has interleaved attention, which is currently not supported by {by}. {tail}"
+
+
 def graph_headroom_warning() -> str:
     return ("CUDA graphs can take additional 1~3 GiB memory per GPU. If you are running out of "
             "memory, consider decreasing `gpu_memory_utilization` or switching to eager mode. "

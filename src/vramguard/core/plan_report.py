@@ -262,6 +262,8 @@ class PlanReport:
                      + (" and NCCL" if self.rules.snapshot_after_nccl and self.s.world_size > 1
                         else "") + ")."))]
         out += self._arch_note()
+        if self.swa_warning:
+            out.append(f"vLLM turns the sliding windows off itself: \"{self.swa_warning}\"")
         out.append(f"Weights per rank {g(st.weights.value_bytes)} ({st.weights.source.value}: "
                    f"{st.weights.note}).")
         out.append(f"Activation peak {g(st.activation.value_bytes)} ({st.activation.source.value}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import _memo
 from ._frozen import maker
@@ -27,6 +27,7 @@ from .effective import resolve_settings as _resolve_settings
 from .family import (TERMS, Family, check_family, family_base, family_of, free_at_start,
                      free_bytes_at_start)
 from .gpu import GpuSpec
+from .maxlen import swa_off
 from .model import MAMBA, ModelSpec
 from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
@@ -171,6 +172,13 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     version = vllm_version or NEWEST_VERSION
     if fam is None:
         fam = family_of(spec, settings, gpu, version, engine, env)
+    swa_warning = None
+    if fam.rules.interleaved_swa_off is not None and not settings.disable_sliding_window:
+        swa_warning = swa_off(spec, fam.rules, env)
+        if swa_warning:
+            # NOTE: vLLM's ModelConfig turns the windows off itself: plan what it then runs
+            settings = replace(settings, disable_sliding_window=True)
+            fam, flags = family_of(spec, settings, gpu, version, engine, env), None
     rules, device = fam.rules, fam.device
     if fam.checked:
         # NOTE: the family's other flags passed every check: only those of the searched ones
@@ -180,6 +188,8 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
         check_family(fam, spec, settings, rules, gpu, version)
     base = fam.base if fam.base is not None else family_base(fam, spec, settings, gpu)
     eff, derived = _resolve_settings(spec, settings, rules, gpu, device, base, flags)
+    if swa_warning:
+        eff.set("disable_sliding_window", True, DERIVED)
     cal = _calibration_for(calibration, spec, settings, gpu, rules, version)
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
     if spec.vision is not None:
@@ -189,6 +199,7 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
                  cal, hooks, device, derived, detail, kv_name, cuda_ordinal, ctx)
     walk.fallback, walk.graph_mode = fam.fallback, graph_mode
+    walk.swa_warning = swa_warning
     # NOTE: the graph flags and mode are the family's (not searched): their source once
     if fam.graph_source is None:
         fam.graph_source = graph_mode_source(settings, graph_mode)
@@ -217,6 +228,7 @@ class _Walk(PlanReport):
     est_len: int | None = None
     forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
     fallback: str | None = None     # why v1 fell back to v0 (`family._pick_rules`)
+    swa_warning: str | None = None  # vLLM turned the sliding windows off (`maxlen.swa_off`)
     graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
     graph_source: str               # where `graph_mode` came from (`_walk` sets it)
     _bpr: tuple | None = None       # (layout, L, its blocks per request)

@@ -259,7 +259,20 @@ class VllmRules:
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
     # ---- max_model_len derivation (§7) ----
     rope_yarn_excluded: bool = False         # 0.30+: yarn not multiplied
-    tokenizer_cap: bool = False              # 0.9.2+: capped by tokenizer model_max_length
+    # the tokenizer_config's model_max_length caps the length: "all" (0.9.1: every model, the
+    # resolved length after its check, the user's too), "encoder" (0.9.2+: pooling models
+    # only; 0.10+ those with absolute position embeddings: the BERT-style encoders), None
+    tokenizer_cap: str | None = None
+    # vLLM's ModelConfig turns the sliding windows off itself, capping max_model_len at the
+    # window, for models that interleave sliding-window and full attention: "always"
+    # (0.5.1-0.6.4), "backend" (only with VLLM_ATTENTION_BACKEND in `interleaved_swa_backends`,
+    # 0.6.5-0.10.0), "backend_v0" (that and VLLM_USE_V1=0, 0.10.1-0.11.0), None (never). It
+    # reads the environment variable, not the backend vLLM picks by itself (`maxlen.swa_off`).
+    interleaved_swa_off: str | None = None
+    interleaved_swa_backends: tuple[str, ...] = ()
+    # the model types the rule names (None: any model whose layers mix the two, 0.9+)
+    interleaved_swa_types: frozenset | None = None
+    msg_interleaved_swa: str = "backend"     # "gemma2" (0.5.1-0.6.3) | "vllm" | "backend"
     # ---- messages and log lines (§1b, §10, §11) ----
     msg_free_memory: str = "none"            # "none" | "no_device" | "device"
     msg_no_kv: str = "base"                  # "base" | "docs" (0.13-0.21) | "cpu" (0.22+)

@@ -11,6 +11,7 @@ from .errors import UsageError
 from .effective import GIVEN_FLAGS, flag_dicts
 from .plan import Plan
 from .planner import family_of, free_at_start, screen
+from .maxlen import swa_off
 from .rules import VllmRules
 from .settings import Settings
 from .tuner_types import (LEN_LADDER, PP_SIZES, TP_SIZES, GpuTarget, TuneRequest, _DEFAULTS,
@@ -50,10 +51,13 @@ class _Ctx:
         # NOTE: the memoized row and derived length (the planner's own caches): `tune` is
         # also called once per catalog GPU and per pin by `tuner_explain`.
         self.rules = _memo.resolve_rules(req.vllm_version, req.engine)
-        # NOTE: the window caps the length when the user disables it, as in the plans.
+        # NOTE: the window caps the length when the user disables it, or vLLM does (an
+        # interleaved model on some releases, `maxlen.swa_off`), as in the plans.
+        no_window = req.base.disable_sliding_window or (
+            self.rules.interleaved_swa_off is not None
+            and swa_off(req.spec, self.rules, req.env) is not None)
         self.limit_len = _memo.derived_max_model_len(
-            req.spec, self.rules, req.base.disable_sliding_window,
-            _memo.sliding_window(req.spec)).limit
+            req.spec, self.rules, no_window, _memo.sliding_window(req.spec)).limit
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
         self._env = dict(req.env) if req.env else None
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
