@@ -271,6 +271,9 @@ def test_vllms_own_interleaved_window_cap_limits_the_lengths_tried():
     assert "--disable-sliding-window" not in command(res.recommended, model)
     assert tune(request(model, "L40S", vllm_version="0.6.6",
                         workload=Workload(800, 2000, 6000))).recommended
+    xformers = (("VLLM_ATTENTION_BACKEND", "XFORMERS"),)          # 0.6.5+: only then
+    assert tune(request(model, "L40S", vllm_version="0.6.6", env=xformers)
+                ).recommended.max_model_len == 4096
 
 
 @pytest.mark.parametrize("kw,match", [({"target_kv_usage": 0}, "outside"),

@@ -267,6 +267,8 @@ def capacity_log(rules: VllmRules, num_blocks: int, tokens: int, max_model_len: 
         return tuple(lines)
     if v == "v1_070":
         return (f"# GPU blocks: {num_blocks}", conc_v0)
+    if v == "v1_blocks":
+        return (f"# GPU blocks: {num_blocks}",)
     size = f"{tokens:,}"
     conc = (f"Maximum concurrency for {max_model_len:,} tokens per request: "
             f"{concurrency:.2f}x")
@@ -327,7 +329,9 @@ def autofit_full_log(rules: VllmRules, length: int, kv_bytes: int, device: str =
     return head + "GPU memory"
 
 
-def override_log(computed: int, override: int) -> str:
+def override_log(computed: int, override: int, rules: VllmRules | None = None) -> str:
+    if rules is not None and rules.override_log_forced:
+        return f"Replacing profiled num_gpu_blocks={computed} with forced_num_gpu_blocks={override}"
     return f"Overriding num_gpu_blocks={computed} with num_gpu_blocks_override={override}"
 
 

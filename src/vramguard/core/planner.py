@@ -437,19 +437,20 @@ class _Walk(PlanReport):
                     self._failed(F.KV_BELOW_MAX_MODEL_LEN,
                                  msg.fit_message(rules, self.L, need, avail, est))
                     break
-        else:
-            if min(st.num_blocks for st in stages) <= 0:
-                self._failed(F.NO_KV_MEMORY, msg.no_kv_message(rules))
-                return None
+        elif min(st.num_blocks for st in stages) <= 0 and not s.num_gpu_blocks_override:
+            # NOTE: v0 replaces the profiled blocks by the override before its checks
+            self._failed(F.NO_KV_MEMORY, msg.no_kv_message(rules))
+            return None
         tight = stages[0] if len(stages) == 1 else min(stages, key=lambda st: st.num_blocks)
         blocks = tight.num_blocks
         override = s.num_gpu_blocks_override
         if override:
-            self.logs.append(msg.override_log(blocks, override))
+            self.logs.append(msg.override_log(blocks, override, rules))
             blocks = override
         layout = tight.layout
-        # NOTE: v0 splits the blocks over its PP virtual engines before this check.
-        v0_tokens = layout.block_size * (blocks // s.pipeline_parallel_size)
+        # NOTE: v0 splits the blocks over its PP virtual engines before this check (0.8+).
+        v0_tokens = layout.block_size * (blocks // s.pipeline_parallel_size
+                                         if rules.v0_fit_divides_pp else blocks)
         if not v1 and self.fail is None and self.L > v0_tokens:
             self.est_len = v0_tokens
             self._failed(F.KV_BELOW_MAX_MODEL_LEN, msg.v0_fit_message(self.L, v0_tokens))

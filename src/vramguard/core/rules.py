@@ -71,7 +71,7 @@ class VllmRules:
     graph_budget: str = "headroom"           # "headroom" | "estimated" (0.18-0.19, e=0) | "subtracted"
     consumed_model: bool = False             # 0.27+: K = ceil(uT) - (C + H) - G
     uma_free_is_host_ram: bool = False       # 0.20+ on GH200/GB10/Jetson
-    profile_assert_ge: bool = False          # 0.18+: F_s >= free_after_profile
+    profile_assert_ge: bool = False          # 0.16+: F_s >= free_after_profile
     online_fp8_bf16_load_peak: bool = True   # ≤0.18: online FP8 loads each tensor in 16-bit
     # fp32 logit copies (reqs × vocab) the profile run's dummy sampler holds at its peak:
     # v0 samples with top_k = vocab − 1 (sort path); v1 ~2 copies, ~8 in 0.11-0.16 (fitted,
@@ -141,8 +141,12 @@ class VllmRules:
     gdn_ssm_flag: bool = False
     nemotron_ssm_default: str | None = None
     null_block_in_check: bool = False        # 0.29+: avail = K - P
-    override_before_check: bool = False      # 0.21+: num_gpu_blocks_override applied first
-    tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.21+)
+    override_before_check: bool = False      # 0.20.1+: num_gpu_blocks_override applied first
+    tokens_formula: str = "none"             # "none" | "blocks_x_b" | "conc_x_len" (0.20.1+)
+    # v0's "max seq len ... stored in KV cache" check: the blocks per PP virtual engine (0.8+);
+    # before, all the blocks (worker.py raise_if_cache_size_invalid)
+    v0_fit_divides_pp: bool = False
+    override_log_forced: bool = False        # 0.4.0: "Replacing profiled ... forced_num_gpu_blocks"
     # hybrid / mixed-attention grouping: the group size is the largest layer count when it is
     # below this many times the smallest, else the smallest (kv_cache_utils.py: v1 up to 0.11
     # always the smallest, 0.12-0.17 1.25, 0.18+ 1.5)
@@ -290,7 +294,8 @@ class VllmRules:
     log_weights_v2: str | None = None
     # "none" | "v0_064" | "v0_profile" | "avail_2f" | "avail_s"
     log_available: str = "none"
-    # "v0_gpu_blocks" | "v0_cuda_blocks" | "v0_cuda_lower" | "v1_070" | "two_lines" | "one_line"
+    # "v0_gpu_blocks" | "v0_cuda_blocks" | "v0_cuda_lower" | "v1_blocks" (0.7.0) | "v1_070"
+    # | "two_lines" | "one_line"
     # | "device_line"
     log_capacity: str = "v0_gpu_blocks"
     log_capacity_per_worker: bool = False    # ≤0.11.0: one line per worker (take the min)

@@ -22,7 +22,12 @@ _KVQ_028 = _KVQ_025 | {"nvfp4_4over6"}
 
 # (version, engines, changes, why). "both" applies to v0 and v1 rows alike.
 CHANGES: tuple[tuple[str, str, dict, str], ...] = (
-    ("0.4.0", "v0", {}, "oldest examined release (§1a)"),
+    ("0.4.0", "v0", {"override_log_forced": True},
+     "oldest examined release (§1a); --forced-num-gpu-blocks, 'Replacing profiled "
+     "num_gpu_blocks=... with forced_num_gpu_blocks=...' (executor/gpu_executor.py)"),
+    ("0.4.1", "v0", {"override_log_forced": False},
+     "--num-gpu-blocks-override: 'Overriding num_gpu_blocks=... with num_gpu_blocks_override="
+     "...' (engine/llm_engine.py)"),
     ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
     ("0.5.0", "both", {"block_size_choices": (8, 16, 32)},
      "--block-size choices (engine/arg_utils.py)"),
@@ -53,7 +58,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.6.5", "v0", {"v0_mamba_slots": "eager_8194"},
      "Mamba state: 8192 + 2 slots with --enforce-eager (models/mamba_cache.py)"),
     ("0.7.0", "v1", {"whole_gpu": True, "mla_supported": True, "hybrid_kv_manager": False,
-                     "msg_fit": "v1_070", "log_capacity": "v1_070",
+                     "msg_fit": "v1_070", "log_capacity": "v1_blocks",
                      "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
      "v1 opt-in; whole-GPU budget (§1a)"),
     ("0.7.0", "v1", {"block_size_16": "fa"},
@@ -76,6 +81,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "interleaved attention models: gemma2, cohere2 (config.py)"),
     ("0.7.1", "both", {"interleaved_swa_backends": ("XFORMERS", "FLASHINFER")},
      "... or VLLM_ATTENTION_BACKEND=FLASHINFER (config.py)"),
+    ("0.7.1", "v1", {"log_capacity": "v1_070"},
+     "'Maximum concurrency' line added (v1/core/kv_cache_utils.py; 0.7.0 logs the blocks only)"),
     ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
     ("0.7.2", "v0", {"v0_mla_align_bytes": 256},
      "MLA cache entries padded to 256 bytes on CUDA (worker/cache_engine.py align_to_256bytes)"),
@@ -88,6 +95,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
     ("0.8.0", "both", {"bf16_msg_space": True},
      "'setting the `dtype` flag' (worker/worker.py _check_if_gpu_supports_dtype)"),
+    ("0.8.0", "v0", {"v0_fit_divides_pp": True},
+     "the max-seq-len check counts one PP virtual engine's blocks (worker.py)"),
     ("0.8.0", "v0", {"v0_chunked_prefill_auto": False, "v0_mla_align_bytes": 0},
      "auto chunked prefill ends (§9: 0.5.5-0.7.3); MLA entry padding removed"),
     ("0.8.0", "both", {"interleaved_swa_types": frozenset({"gemma2", "gemma3", "gemma3_text",
@@ -245,6 +254,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.16.0", "v1", {"profile_assert_ge": True},
+     "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
     ("0.17.0", "v1", {"quant_flag_any_text": True},
      "--quantization: QuantizationMethods | str (engine/arg_utils.py): no argparse choices"),
     ("0.17.0", "v1", {"draft_model": "inferred"},
@@ -267,7 +278,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "block_size: SkipValidation[int] (config/cache.py); 0.18 backends not checked"),
     ("0.18.0", "v1", {"kv_group_max_ratio": 1.5}, "hybrid group-size threshold 1.5 "
      "(kv_cache_utils.py, checked in the 0.18-0.33 wheels)"),
-    ("0.18.0", "v1", {"graph_budget": "estimated", "profile_assert_ge": True,
+    ("0.18.0", "v1", {"graph_budget": "estimated",
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
@@ -284,16 +295,17 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "NemotronH's default SSM dtype float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
                       "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
+    ("0.20.1", "v1", {"dcp_log": None},
+     "the token count is concurrency x length: no 'Multiplying' line (v1/core/kv_cache_utils.py)"),
+    ("0.20.1", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
+     "§3, §1b: the override becomes available memory before the checks; tokens = "
+     "int(max_concurrency x max_model_len) (v1/core/kv_cache_utils.py, 0.20.1)"),
     ("0.21.0", "v1", {"tq_hybrid": "unprotected", "tq_layer_buffers": False,
                       "nvfp4_kv": "buffer"},
      "TurboQuant: hybrids without boundary layers, buffers in the shared workspace; nvfp4 "
      "usable, an FP8 output buffer per FlashInfer layer (flashinfer.py)"),
     ("0.21.0", "v1", {"block_size_16": "none"},
      "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
-    ("0.21.0", "v1", {"dcp_log": None},
-     "the token count is concurrency x length: no 'Multiplying' line (seen from 0.25)"),
-    ("0.21.0", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
-     "§3, §1b (in 0.21.0's kv_cache_utils.py already)"),
     ("0.22.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16", "bfloat16")},
      "MambaDType gains bfloat16"),
     ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),

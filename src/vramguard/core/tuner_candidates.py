@@ -51,15 +51,15 @@ class _Ctx:
         # NOTE: the memoized row and derived length (the planner's own caches): `tune` is
         # also called once per catalog GPU and per pin by `tuner_explain`.
         self.rules = _memo.resolve_rules(req.vllm_version, req.engine)
+        self._env = dict(req.env) if req.env else None
         # NOTE: the window caps the length when the user disables it, or vLLM does (an
         # interleaved model on some releases, `maxlen.swa_off`), as in the plans.
         no_window = req.base.disable_sliding_window or (
             self.rules.interleaved_swa_off is not None
-            and swa_off(req.spec, self.rules, req.env) is not None)
+            and swa_off(req.spec, self.rules, self._env) is not None)
         self.limit_len = _memo.derived_max_model_len(
             req.spec, self.rules, no_window, _memo.sliding_window(req.spec)).limit
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
-        self._env = dict(req.env) if req.env else None
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
         self._last_gpu: tuple = (None, None)
         self._families: dict[tuple, _FamilyEntry] = {}

@@ -1,0 +1,60 @@
+"""Startup checks and log lines whose release boundaries were read in the released code
+(0.4.0-0.33.0 sdists/wheels): the v0 blocks override before the checks, v0's max-seq-len
+check with pipeline parallelism, the 0.7.0 v1 capacity line, 0.4.0's override line and
+0.20.1's override / token count. Hand-built specs."""
+
+from core_specs import llama31_8b
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.planner import plan
+from vramguard.core.settings import Settings
+
+L4 = lookup_gpu("L4")
+H100 = lookup_gpu("H100-80GB")
+
+
+def pinned(**flags):
+    return Settings(**flags, user_set=frozenset(flags))
+
+
+def test_v0_replaces_the_profiled_blocks_before_its_checks():
+    low = dict(gpu_memory_utilization=0.3, max_model_len=4096)
+    assert plan(llama31_8b(), pinned(**low), L4, vllm_version="0.6.5").outcome.failure == \
+        "no_kv_memory"
+    p = plan(llama31_8b(), pinned(**low, num_gpu_blocks_override=2000), L4, vllm_version="0.6.5")
+    assert p.outcome.failure != "no_kv_memory" and p.kv.num_blocks == 2000
+    assert "Overriding num_gpu_blocks=" in "\n".join(p.log_lines)
+
+
+def test_v0_max_seq_len_check_counts_every_pp_engines_blocks_before_0_8():
+    s = pinned(pipeline_parallel_size=2, max_model_len=131072, gpu_memory_utilization=0.95)
+    old = plan(llama31_8b(), s, L4, vllm_version="0.6.5", engine="v0")
+    new = plan(llama31_8b(), s, L4, vllm_version="0.8.0", engine="v0")
+    tokens = old.kv.num_blocks * old.kv.block_size
+    assert tokens // 2 < 131072 <= tokens          # the case where the two rules disagree
+    assert old.outcome.ok
+    assert new.outcome.failure == "kv_below_max_model_len"
+
+
+def test_v1_0_7_0_logs_the_blocks_only():
+    lines = plan(llama31_8b(), Settings(), H100, vllm_version="0.7.0", engine="v1").log_lines
+    assert any(line.startswith("# GPU blocks: ") for line in lines)
+    assert not any("Maximum concurrency" in line for line in lines)
+    lines = plan(llama31_8b(), Settings(), H100, vllm_version="0.7.1", engine="v1").log_lines
+    assert any("Maximum concurrency" in line for line in lines)
+
+
+def test_0_4_0_forced_blocks_line():
+    s = pinned(num_gpu_blocks_override=3000, max_model_len=4096)
+    old = "\n".join(plan(llama31_8b(), s, H100, vllm_version="0.4.0").log_lines)
+    assert "Replacing profiled num_gpu_blocks=" in old and "forced_num_gpu_blocks=3000" in old
+    new = "\n".join(plan(llama31_8b(), s, H100, vllm_version="0.4.1").log_lines)
+    assert "with num_gpu_blocks_override=3000" in new
+
+
+def test_0_20_1_counts_tokens_as_concurrency_times_length():
+    s = pinned(max_model_len=5000)
+    for version, formula in (("0.20.0", "blocks"), ("0.20.1", "conc"), ("0.20.2", "conc")):
+        kv = plan(llama31_8b(), s, H100, vllm_version=version).kv
+        expect = (kv.num_blocks * kv.block_size if formula == "blocks"
+                  else int(kv.max_concurrency * 5000))
+        assert kv.tokens == expect, version
