@@ -24,16 +24,26 @@ ROWS = {
                           v0_concurrency_log=False, default_util=0.9, draft_model="v0_in_budget",
                           block_size_choices=(8, 16, 32, 128), block_size_prog="api_server.py"),
     ("0.4.1", "v0"): dict(override_log_forced=False, log_weights="loading_gb"),
-    ("0.4.3", "v0"): dict(interleaved_swa_off=None,
+    ("0.4.2", "v0"): dict(v0_chunked_tokens=512, v0_pooling_min_tokens=0),
+    ("0.4.3", "v0"): dict(v0_pooling_min_tokens=32768,
+                          interleaved_swa_off=None,
                           log_weights="loading_gb", v0_chunked_prefill_auto=False,
                           v0_mm_profile_seqs=False),
     ("0.5.0", "v0"): dict(block_size_choices=(8, 16, 32), block_size_prog="api_server.py"),
     ("0.5.1", "v0"): dict(interleaved_swa_off="always", msg_interleaved_swa="gemma2",
                           interleaved_swa_types=frozenset({"gemma2"}),
                           v0_mm_profile_seqs=True, v0_mm_dropped_when_long=False),
+    ("0.5.3", "v0"): dict(v0_chunked_prefill_auto=True, v0_auto_chunk_blockers=frozenset(
+                              {"sliding", "lora", "spec", "prefix_caching"})),
+    ("0.5.4", "v0"): dict(v0_auto_chunk_blockers=frozenset(
+                              {"sliding", "lora", "spec", "prefix_caching", "mamba"})),
     ("0.5.5", "v0"): dict(v0_chunked_prefill_auto=True),
     ("0.6.0", "v0"): dict(block_size_choices=(8, 16, 32), block_size_prog="vllm serve"),
-    ("0.6.3", "v0"): dict(v0_concurrency_log=True, whole_gpu=False),
+    ("0.6.1", "v0"): dict(v0_auto_chunk_blockers=frozenset({"sliding", "lora", "spec", "mamba"}),
+                          v0_mm_min_tokens=4096),
+    ("0.6.2", "v0"): dict(v0_auto_chunk_blockers=frozenset(
+                              {"sliding", "lora", "spec", "mamba", "multimodal"})),
+    ("0.6.3", "v0"): dict(v0_mm_min_tokens=5120, v0_concurrency_log=True, whole_gpu=False),
     ("0.6.4", "v0"): dict(interleaved_swa_off="always", msg_interleaved_swa="vllm",
                           block_size_choices=(8, 16, 32, 64, 128), whole_gpu=True, log_available="v0_064", v0_mamba_slots="round"),
     ("0.6.5", "v0"): dict(interleaved_swa_off="backend", interleaved_swa_backends=("XFORMERS",),
@@ -46,7 +56,7 @@ ROWS = {
     ("0.7.3", "v0"): dict(log_capacity="v0_cuda_lower", v0_mla_align_bytes=256, bf16_msg_space=False,
                           v0_mamba_slots="capture"),
     ("0.8.0", "v0"): dict(v0_fit_divides_pp=True,
-                          default_engine="v1", v0_chunked_prefill_auto=False, bf16_msg_space=True,
+                          default_engine="v1", v0_chunked_prefill_auto=True, bf16_msg_space=True,
                           v0_mla_align_bytes=0),
     ("0.8.3", "v0"): dict(log_weights="model_gib", v0_mm_dropped_when_long=False),
     ("0.9.2", "v0"): dict(tokenizer_cap="encoder"),
@@ -67,9 +77,9 @@ ROWS = {
                           log_capacity="two_lines", tokens_formula="blocks_x_b",
                           sched_defaults="v1_080", log_weights="model_gb", mla_block_size=16,
                           mla_block_hopper=64, mla_block_blackwell=None),
-    ("0.8.1", "v1"): dict(sched_defaults="v1_081", spec_sampler_copies=7.0),
+    ("0.8.1", "v1"): dict(sched_defaults="v1_080", spec_sampler_copies=7.0),
     ("0.8.3", "v1"): dict(msg_fit="v1_083", log_weights="model_gib", sliding_inflight="batched"),
-    ("0.8.4", "v1"): dict(msg_fit="v1_084", estimate_max_len="lost"),
+    ("0.8.4", "v1"): dict(sched_defaults="v1_081", msg_fit="v1_084", estimate_max_len="lost"),
     ("0.8.5", "v0"): dict(block_size_choices=(1, 8, 16, 32, 64, 128), block_size_16=None),
     ("0.8.5", "v1"): dict(sched_defaults="v1_085", block_size_choices=(1, 8, 16, 32, 64, 128),
                           cuda_graph_sizes_flag=None, cudagraph_control="eager_only"),
@@ -245,7 +255,7 @@ def test_v1_falls_back_to_v0_below_cc80_in_08_to_010():
 # ---- scheduler defaults (§9) -----------------------------------------------------------
 @pytest.mark.parametrize("version,gpu,entry,expect", [
     ("0.8.0", "H100-80GB", "serve", (8192, 1024)), ("0.8.0", "A10G", "serve", (2048, 1024)),
-    ("0.8.0", "H100-80GB", "llm", (16384, 1024)), ("0.8.2", "L4", "serve", (2048, 256)),
+    ("0.8.0", "H100-80GB", "llm", (16384, 1024)), ("0.8.2", "L4", "serve", (2048, 1024)),
     ("0.8.5", "A100-80GB", "serve", (8192, 1024)), ("0.9.0", "A100-80GB", "serve", (2048, 256)),
     ("0.19.0", "H100-80GB", "serve", (8192, 1024)), ("0.28.0", "B200", "serve", (16384, 1024)),
     # GB10: NVML has no memory query there; up to 0.32 the query raised -> "memory 0" -> the
@@ -268,7 +278,7 @@ def test_v0_defaults_follow_max_model_len():
     spec = dense(max_pos=65536, rope={"rope_type": "default"})
     p = plan(spec, Settings(), g, vllm_version="0.7.2")
     assert p.settings["enable_chunked_prefill"] is True
-    assert p.settings["max_num_batched_tokens"] == 512
+    assert p.settings["max_num_batched_tokens"] == 2048         # 0.6.5+ (512 in 0.4.2-0.6.4)
 
 
 # ---- messages (§10, §1b) ---------------------------------------------------------------

@@ -13,7 +13,7 @@ from . import _memo
 from .errors import UsageError
 from .gpu import GpuSpec
 from .maxlen import DerivedLen, apply_user_len, tokenizer_cap_after
-from .model import ModelSpec
+from .model import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from .provenance import GIB, Source
 from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
 from .settings import Settings
@@ -144,28 +144,35 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
     if rules.engine == "v0":
         chunked = chunked_flag
         if chunked is None:
-            chunked = bool(rules.v0_chunked_prefill_auto and L > V0_CHUNKED_AUTO_ABOVE)
+            chunked = bool(rules.v0_chunked_prefill_auto and L > V0_CHUNKED_AUTO_ABOVE
+                           and not _auto_chunk_blocked(spec, s, rules, gpu))
             values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, D
         else:
             values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, U
-        d_tokens, d_seqs = v0_scheduler_defaults(L, chunked)
+        d_tokens, d_seqs = v0_scheduler_defaults(rules, L, chunked, pooling=spec.is_encoder_only,
+                                                 multimodal=spec.vision is not None)
     else:
-        chunked = True if chunked_flag is None else chunked_flag
-        values["enable_chunked_prefill"] = chunked
-        sources["enable_chunked_prefill"] = D if chunked_flag is None else U
+        chunked, src = _v1_chunked(spec, chunked_flag, rules)
+        values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, src
         d_tokens, d_seqs = base.sched
         if not chunked:
-            d_tokens = max(L, d_tokens)
+            d_tokens = _v1_unchunked_tokens(rules, L, d_tokens)
     user_seqs, user_tokens = s.max_num_seqs, s.max_num_batched_tokens
     seqs = user_seqs if user_seqs is not None else d_seqs
     tokens = user_tokens if user_tokens is not None else d_tokens
     if rules.sched_clamp_by_len and user_tokens is None:
         tokens = min(seqs * L, tokens)
-    if rules.sched_clamp_by_len and user_seqs is None:
+    if (rules.sched_clamp_by_len or rules.sched_clamp_seqs) and user_seqs is None:
         seqs = min(seqs, tokens)
     values["max_num_seqs"], sources["max_num_seqs"] = seqs, U if user_seqs is not None else D
     values["max_num_batched_tokens"] = tokens
     sources["max_num_batched_tokens"] = U if user_tokens is not None else D
+    if tokens < seqs:
+        # NOTE: SchedulerConfig's check on the values it ends with (defaults included)
+        raise UsageError(f"max_num_batched_tokens ({tokens}) must be greater than or equal to "
+                         f"max_num_seqs ({seqs}).", where="--max-num-batched-tokens",
+                         fix=f"Pass --max-num-seqs {tokens} or less, or --max-num-batched-tokens "
+                             f"{seqs} or more")
     if rules.engine == "v0" and not chunked and tokens < L:
         raise UsageError(f"max_num_batched_tokens ({tokens}) is smaller than max_model_len ({L}). "
                          "This effectively limits the maximum sequence length to "
@@ -173,6 +180,49 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
                          "increase max_num_batched_tokens or decrease max_model_len.",
                          where="--max-num-batched-tokens")
     return Eff(values, sources), derived
+
+
+def _auto_chunk_blocked(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec) -> bool:
+    """What stops v0 from turning chunked prefill on for a long context in this release
+    (`rules.v0_auto_chunk_blockers`; engine/arg_utils.py)."""
+    b = rules.v0_auto_chunk_blockers
+    if not b:
+        return False
+    kinds = spec.attention_kinds()
+    # NOTE: vLLM's get_sliding_window(): a model whose every layer slides (interleaved
+    # windows are turned off or moved aside by its ModelConfig)
+    return bool(
+        ("sliding" in b and SLIDING in kinds and FULL not in kinds
+         and not s.disable_sliding_window)
+        or ("lora" in b and s.enable_lora)
+        or ("spec" in b and (s.num_speculative_tokens or s.speculative_model))
+        or ("prefix_caching" in b and s.enable_prefix_caching)
+        or ("mamba" in b and MAMBA in kinds)
+        or ("multimodal" in b and spec.vision is not None)
+        or ("pooling" in b and spec.is_encoder_only)
+        or ("rocm" in b and gpu.vendor == "amd")
+        or ("mla" in b and MLA in kinds and rules.mla_supported))
+
+
+def _v1_chunked(spec: ModelSpec, flag: bool | None, rules: VllmRules) -> tuple[bool, str]:
+    """v1's chunked prefill and its source: forced on (0.7-0.11.0, pooling models aside from
+    0.9.2), else the flag, else on (off for pooling models from 0.9.2)."""
+    forced = rules.v1_forced_chunked
+    if forced == "all" or (forced == "non_pooling" and not spec.is_encoder_only):
+        return True, (DEFAULT if flag is None else USER if flag else DERIVED)
+    if flag is not None:
+        return flag, USER
+    return not spec.is_encoder_only, DEFAULT
+
+
+def _v1_unchunked_tokens(rules: VllmRules, max_model_len: int, default: int) -> int:
+    """v1's batched tokens without chunked prefill (`rules.v1_unchunked_tokens`)."""
+    mode = rules.v1_unchunked_tokens
+    if mode == "l":
+        return max_model_len
+    if mode == "max_l_2048":
+        return max(max_model_len, 2048)
+    return max(max_model_len, default)
 
 
 def graph_mode_source(s: Settings, graph_mode: str) -> str:

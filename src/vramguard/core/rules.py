@@ -34,6 +34,7 @@ class VllmRules:
     # 0.8.0-0.10.1: models with Mamba/linear-attention layers fall back to v0 unless
     # VLLM_USE_V1=1 (engine/arg_utils.py _is_v1_supported_oracle; v1 by default from 0.10.2)
     v1_falls_back_for_mamba: bool = False
+    v1_falls_back_for_pooling: bool = False  # 0.8.0-0.9.1: embedding models run on V0
     # A separate draft LM (`--speculative-config` "model", method draft_model): "v0_in_budget"
     # (v0 up to 0.6: its weights deducted with the target's), "v0_outside" (v0 0.7-0.9.2:
     # loaded before profiling, not deducted), "v1_fallback" (v1 up to 0.9.2: the engine falls
@@ -83,8 +84,26 @@ class VllmRules:
     default_util: float = 0.90
     # ---- scheduler defaults (§9) ----
     sched_defaults: str = "v0"               # key of SCHED_DEFAULTS: v0|v1_080|v1_081|...
-    v0_chunked_prefill_auto: bool = False    # v0 0.5.5+: chunked prefill for L > 32768
-    sched_clamp_by_len: bool = False         # 0.12+: tokens <= seqs*L, seqs <= tokens
+    v0_chunked_prefill_auto: bool = False    # v0 0.5.3+: chunked prefill for L > 32768 ...
+    # ... unless one of these holds (`effective._auto_chunk_blocked`): "sliding" (a sliding
+    # window on every layer), "lora", "spec" (speculative decoding), "prefix_caching"
+    # (0.5.3-0.6.0), "mamba" (0.5.4-0.6.2), "multimodal" (0.6.1.post1+), "pooling"
+    # (0.6.5-0.10.1), "rocm" (0.6.5+), "mla" (0.8+) (engine/arg_utils.py)
+    v0_auto_chunk_blockers: frozenset = frozenset()
+    # v0's batched tokens with chunked prefill: None = max(L, 2048) as without it (0.4.0),
+    # 768 (0.4.1), 512 (0.4.2-0.6.4), 2048 (0.6.5+) (config.py SchedulerConfig)
+    v0_chunked_tokens: int | None = None
+    v0_pooling_min_tokens: int = 0           # 0.4.3+: embedding models at least 32768
+    v0_mm_min_tokens: int = 0                # 0.6.0+: multimodal at least 4096 (5120 from 0.6.3)
+    # v1 turns chunked prefill on whatever the flag says: "all" (0.7-0.9.1), "non_pooling"
+    # (0.9.2-0.11.0: pooling models default to off), None (0.11.1+: the flag is honoured;
+    # off by default for pooling models)
+    v1_forced_chunked: str | None = None
+    # v1 batched tokens without chunked prefill: "max_l_2048" (up to 0.10.0), "l" (0.10.1-0.11.0),
+    # "max_l_default" (0.11.1+: max(L, the default))
+    v1_unchunked_tokens: str = "max_l_2048"
+    sched_clamp_seqs: bool = False           # 0.10.1+: default seqs <= batched tokens
+    sched_clamp_by_len: bool = False         # 0.11.1+: tokens <= seqs*L, seqs <= tokens
     # ---- blocks, groups, capacity (§4, §5, §6) ----
     cpu_block_size: int = 16                 # 128 from 0.12
     # --block-size: argparse choices (None from 0.18: any int), the program name argparse
@@ -520,7 +539,6 @@ SCHED_DEFAULTS: dict[str, tuple[tuple[float, tuple[str, ...], tuple[str, ...], i
 }
 V0_MAX_NUM_SEQS = 256
 V0_MIN_BATCHED_TOKENS = 2048
-V0_CHUNKED_BATCHED_TOKENS = 512
 V0_CHUNKED_AUTO_ABOVE = 32768
 CPU_TOKENS_PER_WORKER = (2048, 4096)      # serve, LLM class
 CPU_SEQS_PER_WORKER = (128, 256)
@@ -548,8 +566,17 @@ def scheduler_defaults(rules: VllmRules, gpu_name: str, total_gib: float, *,
     return 2048, 256
 
 
-def v0_scheduler_defaults(max_model_len: int, chunked_prefill: bool) -> tuple[int, int]:
-    """v0: (max_num_batched_tokens, max_num_seqs): max(L, 2048), or 512 with chunked prefill."""
-    tokens = V0_CHUNKED_BATCHED_TOKENS if chunked_prefill else max(max_model_len,
-                                                                   V0_MIN_BATCHED_TOKENS)
+def v0_scheduler_defaults(rules: VllmRules, max_model_len: int, chunked_prefill: bool, *,
+                          pooling: bool = False, multimodal: bool = False) -> tuple[int, int]:
+    """v0: (max_num_batched_tokens, max_num_seqs): max(L, 2048), or the release's chunked
+    prefill default (`rules.v0_chunked_tokens`); at least 32768 for embedding models and
+    4096/5120 for multimodal ones where the release says so."""
+    if chunked_prefill and rules.v0_chunked_tokens is not None:
+        tokens = rules.v0_chunked_tokens
+    else:
+        tokens = max(max_model_len, V0_MIN_BATCHED_TOKENS)
+    if pooling:
+        tokens = max(tokens, rules.v0_pooling_min_tokens)
+    if multimodal:
+        tokens = max(tokens, rules.v0_mm_min_tokens)
     return tokens, V0_MAX_NUM_SEQS

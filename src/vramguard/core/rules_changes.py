@@ -28,7 +28,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.1", "v0", {"override_log_forced": False},
      "--num-gpu-blocks-override: 'Overriding num_gpu_blocks=... with num_gpu_blocks_override="
      "...' (engine/llm_engine.py)"),
-    ("0.4.3", "v0", {}, "'Loading model weights took %.4f GB' (§1b)"),
+    ("0.4.1", "v0", {"v0_chunked_tokens": 768}, "chunked prefill: 768 batched tokens (config.py)"),
+    ("0.4.2", "v0", {"v0_chunked_tokens": 512}, "chunked prefill: 512 batched tokens (config.py)"),
+    ("0.4.3", "v0", {"v0_pooling_min_tokens": 32768},
+     "'Loading model weights took %.4f GB' (§1b); embedding models: at least 32768 batched "
+     "tokens (config.py _EMBEDDING_MODEL_MAX_NUM_BATCHED_TOKENS)"),
     ("0.5.0", "both", {"block_size_choices": (8, 16, 32)},
      "--block-size choices (engine/arg_utils.py)"),
     ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
@@ -36,10 +40,25 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.5.1", "both", {"interleaved_swa_off": "always", "msg_interleaved_swa": "gemma2",
                        "interleaved_swa_types": frozenset({"gemma2"})},
      "Gemma 2: sliding window turned off, length capped at the window (config.py ModelConfig)"),
-    ("0.5.5", "v0", {"v0_chunked_prefill_auto": True}, "chunked prefill auto for L > 32768 (§9)"),
+    ("0.5.3", "v0", {"v0_chunked_prefill_auto": True, "v0_auto_chunk_blockers": frozenset(
+        {"sliding", "lora", "spec", "prefix_caching"})},
+     "chunked prefill turned on for L > 32768 (engine/arg_utils.py use_long_context; §9)"),
+    ("0.5.4", "v0", {"v0_auto_chunk_blockers": frozenset(
+        {"sliding", "lora", "spec", "prefix_caching", "mamba"})},
+     "... not with seqlen-agnostic (Mamba) layers"),
     ("0.5.5", "both", {"gguf_loader": True},
      "GGUF checkpoints (model_loader GGUFModelLoader, layers/quantization/gguf.py)"),
     ("0.6.0", "both", {"block_size_prog": "vllm serve"}, "the `vllm serve` entry point"),
+    ("0.6.0", "v0", {"v0_mm_min_tokens": 4096},
+     "multimodal models: at least 4096 batched tokens (config.py)"),
+    ("0.6.1", "v0", {"v0_auto_chunk_blockers": frozenset({"sliding", "lora", "spec", "mamba"})},
+     "auto chunked prefill: prefix caching no longer blocks it"),
+    ("0.6.2", "v0", {"v0_auto_chunk_blockers": frozenset(
+        {"sliding", "lora", "spec", "mamba", "multimodal"})},
+     "... nor for multimodal models (0.6.1.post1; engine/arg_utils.py)"),
+    ("0.6.3", "v0", {"v0_auto_chunk_blockers": frozenset(
+        {"sliding", "lora", "spec", "multimodal"}), "v0_mm_min_tokens": 5120},
+     "Mamba layers no longer block auto chunked prefill; multimodal at least 5120 tokens"),
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
     ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
@@ -53,6 +72,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.6.5", "both", {"interleaved_swa_off": "backend", "msg_interleaved_swa": "backend",
                        "interleaved_swa_backends": ("XFORMERS",)},
      "interleaved attention capped only with VLLM_ATTENTION_BACKEND=XFORMERS (config.py)"),
+    ("0.6.5", "v0", {"v0_chunked_tokens": 2048, "v0_auto_chunk_blockers": frozenset(
+        {"sliding", "lora", "spec", "multimodal", "pooling", "rocm"})},
+     "chunked prefill: 2048 batched tokens; auto chunked prefill not for pooling models or on "
+     "ROCm (config.py, engine/arg_utils.py)"),
     ("0.6.5", "v0", {"whole_gpu": False, "log_available": "v0_profile"},
      "u*T - (W + A + N), per instance (§1a)"),
     ("0.6.5", "v0", {"v0_mamba_slots": "eager_8194"},
@@ -66,6 +89,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.0", "v1", {"kv_group_max_ratio": 1.0},
      "hybrid / mixed-attention group size: the smallest layer count (kv_cache_utils.py "
      "_get_kv_cache_groups_uniform_page_size, checked in 0.9.2-0.11.0)"),
+    ("0.7.0", "v1", {"v1_forced_chunked": "all"},
+     "'V1 always uses chunked prefills' (engine/arg_utils.py)"),
     ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
      "v1 scheduler defaults (§9); v1 dummy sampler"),
     ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
@@ -97,7 +122,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'setting the `dtype` flag' (worker/worker.py _check_if_gpu_supports_dtype)"),
     ("0.8.0", "v0", {"v0_fit_divides_pp": True},
      "the max-seq-len check counts one PP virtual engine's blocks (worker.py)"),
-    ("0.8.0", "v0", {"v0_chunked_prefill_auto": False, "v0_mla_align_bytes": 0},
+    ("0.8.0", "v0", {"v0_auto_chunk_blockers": frozenset(
+        {"sliding", "lora", "spec", "multimodal", "pooling", "rocm", "mla"})},
+     "auto chunked prefill not for MLA models (_set_default_args_v0)"),
+    ("0.8.0", "v0", {"v0_mla_align_bytes": 0},
      "auto chunked prefill ends (§9: 0.5.5-0.7.3); MLA entry padding removed"),
     ("0.8.0", "both", {"interleaved_swa_types": frozenset({"gemma2", "gemma3", "gemma3_text",
                                                            "cohere2"})},
@@ -108,9 +136,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                      "mla_block_hopper": 64, "sched_defaults": "v1_080"},
      "two capacity lines (§1b), defaults (§9), FlashMLA blocks on Hopper (§4; "
      "is_flashmla_supported: Hopper only)"),
+    ("0.8.0", "v1", {"v1_falls_back_for_pooling": True},
+     "a task other than generate (embedding models) falls back to V0 (_is_v1_supported_oracle)"),
     ("0.8.0", "v1", {"v1_falls_back_for_mamba": True},
      "Mamba/hybrid models fall back to v0 (arg_utils.py _is_v1_supported_oracle)"),
-    ("0.8.1", "v1", {"sched_defaults": "v1_081"}, "§9"),
+
     ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
      "dummy rejection sampler in the profile run (PR 14930)"),
     ("0.8.3", "both", {"log_weights": "model_gib"}, "GiB in the weights line (§1b)"),
@@ -118,6 +148,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "profiling.py keeps the mm dummy data (warning only)"),
     ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
     ("0.8.4", "v1", {"msg_fit": "v1_084", "estimate_max_len": "lost"}, "estimate bug (§6, §10)"),
+    ("0.8.4", "v1", {"sched_defaults": "v1_081"},
+     "§9: 256 sequences on GPUs other than H100/H200 (engine/arg_utils.py; 0.8.1-0.8.3: 1024)"),
     ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
      "--block-size choices from BlockSize = Literal[...] (config.py)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
@@ -144,6 +176,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "... pooling models only ('for generative models, this can be incorrect and unduly limit "
      "the context window (e.g., DeepSeek-R1)'); 0.10.0: with absolute position embeddings"),
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
+    ("0.9.2", "v1", {"v1_forced_chunked": "non_pooling", "v1_falls_back_for_pooling": False},
+     "pooling models run on V1, chunked prefill off by default (_set_default_args_v1)"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
     ("0.10.0", "both", {"draft_model": "none_0100"},
      "'Speculative decoding with draft model is not supported yet' (config.py "
@@ -155,6 +189,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
      "--mamba-cache-dtype / --mamba-ssm-cache-dtype (config/cache.py MambaDType; "
      "mamba_utils.py MambaStateDtypeCalculator)"),
+    ("0.10.1", "v1", {"v1_unchunked_tokens": "l", "sched_clamp_seqs": True},
+     "without chunked prefill the batched tokens are max_model_len; default sequences at most "
+     "the batched tokens (engine/arg_utils.py)"),
     ("0.10.1", "v1", {"cudagraph_control": "level"},
      "cudagraph_mode (config/compilation.py): unset, NONE unless the compilation level is 3 "
      "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
@@ -166,6 +203,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
      "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
+    ("0.10.2", "v0", {"v0_auto_chunk_blockers": frozenset(
+        {"sliding", "lora", "spec", "multimodal", "rocm", "mla"})},
+     "auto chunked prefill: the pooling condition dropped (engine/arg_utils.py)"),
     ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
      "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
      "fallback removed)"),
@@ -193,6 +233,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
     ("0.11.1", "v1", {"interleaved_swa_off": None},
      "sliding windows of interleaved models no longer turned off (config/model.py)"),
+    ("0.11.1", "v1", {"v1_forced_chunked": None, "v1_unchunked_tokens": "max_l_default",
+                      "sched_clamp_by_len": True},
+     "--no-enable-chunked-prefill honoured; default tokens <= seqs x L, seqs <= tokens "
+     "(engine/arg_utils.py _set_default_max_num_seqs_and_batched_tokens_args)"),
     ("0.11.1", "v1", {"capture_max_flag": True, "cuda_graph_sizes_flag": "list"},
      "--max-cudagraph-capture-size and --cudagraph-capture-sizes (a user list keeps the sizes "
      "<= max_num_batched_tokens); --cuda-graph-sizes their deprecated alias "
@@ -215,9 +259,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
      "Model Runner V2 with VLLM_USE_V2_MODEL_RUNNER=1 only (envs.py); its weights line "
      "'Model loading took %.4f GiB and %.6f seconds' (gpu/model_runner.py)"),
-    ("0.12.0", "v1", {"sched_clamp_by_len": True, "kv_group_max_ratio": 1.25},
-     "default batched tokens <= seqs x max_model_len, seqs <= tokens (arg_utils.py); hybrid "
-     "group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
+    ("0.12.0", "v1", {"kv_group_max_ratio": 1.25},
+     "hybrid group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
     ("0.13.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16"),
                       "nemotron_ssm_default": "float16"},
      "MambaDType gains float16; NemotronH's hook sets the SSM dtype from its config, else "
