@@ -94,3 +94,84 @@ def test_the_tokenizer_caps_every_model_in_0_9_1_and_encoders_later():
     assert derive_max_model_len(encoder, resolve_rules("0.9.0")).value == 8194
     assert derive_max_model_len(encoder, resolve_rules("0.9.2")).value == 8192
     assert derive_max_model_len(encoder, resolve_rules("0.33.0")).limit == 8192
+
+
+# ---- the derivation and the too-long message by release (released code, 0.4.0-0.33.0) ----
+def R(version, **env):
+    from vramguard.core.rules import apply_env
+    return apply_env(resolve_rules(version), env or None)
+
+
+def test_a_configs_own_model_max_length_wins_from_0_8_3():
+    cmdr = replace(dense(max_pos=8192, model_type="cohere"),
+                   max_len_keys={"max_position_embeddings": 8192, "model_max_length": 131072})
+    assert derive_max_model_len(cmdr, R("0.8.2")).value == 8192
+    d = derive_max_model_len(cmdr, R("0.8.3"))
+    assert (d.value, d.key) == (131072, "model_max_length")
+
+
+def test_without_a_length_key_a_users_length_is_taken_unchecked():
+    bare = replace(dense(), max_len_keys={})
+    assert derive_max_model_len(bare, R("0.33.0")).value == 2048
+    assert resolve_max_model_len(bare, R("0.33.0"), 65536)[0] == 65536
+
+
+def test_longrope_defaults_to_the_original_length_from_0_11_1():
+    phi = replace(dense(max_pos=131072, model_type="phi3"), rope_scaling={"type": "longrope"},
+                  max_len_keys={"max_position_embeddings": 131072,
+                                "original_max_position_embeddings": 4096})
+    assert derive_max_model_len(phi, R("0.11.0")).value == 131072
+    d = derive_max_model_len(phi, R("0.11.1"))
+    assert (d.value, d.limit) == (4096, 131072)
+
+
+@pytest.mark.parametrize("version,rope,model_type,shown", [
+    ("0.11.0", {"rope_type": "llama3", "factor": 8.0}, "llama", "131072"),
+    ("0.12.0", {"rope_type": "llama3", "factor": 8.0}, "llama", "131072.0"),
+    ("0.11.0", None, "qwen2", "131072"),
+    ("0.12.0", None, "qwen2", "131072.0"),
+    ("0.12.0", None, "gpt2", "131072"),
+    ("0.29.0", {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+     "qwen2", "131072.0"),
+    ("0.29.0", {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768},
+     "qwen2", "131072"),
+    ("0.30.0", {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768},
+     "qwen2", "32768.0"),                        # not multiplied from 0.30, but x1.0
+    ("0.29.0", {"rope_type": "deepseek_yarn", "factor": 2,
+                "original_max_position_embeddings": 4096}, "deepseek_v3", "262144"),
+])
+def test_the_derived_length_as_vllm_prints_it(version, rope, model_type, shown):
+    spec = replace(dense(max_pos=131072 if model_type != "qwen2" or not rope else 32768,
+                         model_type=model_type), rope_scaling=rope)
+    assert derive_max_model_len(spec, R(version)).shown == shown
+
+
+@pytest.mark.parametrize("version,tail", [
+    ("0.5.3", "CUDA errors. Make sure the value is correct and within the model context size."),
+    ("0.5.4", "CUDA errors. To allow overriding this maximum, set the env var "
+              "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"),
+    ("0.10.2", "will cause a CUDA array out-of-bounds error."),
+])
+def test_the_too_long_message_by_release(version, tail):
+    with pytest.raises(UsageError) as e:
+        resolve_max_model_len(dense(max_pos=8192, model_type="gpt2"), R(version), 16384)
+    text = str(e.value)
+    assert ("greater than the derived max_model_len (max_position_embeddings=8192 or "
+            "model_max_length=None in model's config.json).") in text
+    assert tail in text
+
+
+def test_the_long_length_override_exists_from_0_5_4():
+    spec = dense(max_pos=8192)
+    with pytest.raises(UsageError):
+        resolve_max_model_len(spec, R("0.5.3", VLLM_ALLOW_LONG_MAX_MODEL_LEN="1"), 16384)
+    assert resolve_max_model_len(spec, R("0.5.4", VLLM_ALLOW_LONG_MAX_MODEL_LEN="1"),
+                                 16384)[0] == 16384
+
+
+def test_a_sentence_transformers_length_replaces_the_derived_one_from_0_6_4():
+    bge = replace(dense(max_pos=8194, model_type="xlm-roberta"), is_encoder_only=True,
+                  encoder_max_seq_length=8192)
+    assert derive_max_model_len(bge, R("0.6.3")).value == 8194
+    d = derive_max_model_len(bge, R("0.6.4"))
+    assert (d.value, d.limit) == (8192, 8192)

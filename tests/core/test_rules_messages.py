@@ -526,7 +526,7 @@ def test_disabled_sliding_window_caps_the_length_and_is_named_as_vllm_names_it()
     with pytest.raises(UsageError) as e:
         resolve_max_model_len(spec, R("0.33.0"), 6144, disable_sliding_window=True,
                               sliding_window=4096)
-    assert "derived max_model_len (sliding_window=4096 or" in str(e.value)
+    assert "derived max_model_len (sliding_window=4096.0 or" in str(e.value)    # 0.12+: x1.0
 
 
 def test_parse_len_suffixes():

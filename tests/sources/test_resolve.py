@@ -253,3 +253,16 @@ def test_invalid_config_overrides_are_blamed_on_the_flags(no_hf_cache, tmp_path)
     with pytest.raises(SourceError) as e:
         load_model_spec(str(bad), config_overrides={"rope_theta": 5.0})
     assert "overrides" not in e.value.what and "config.json" in e.value.fix
+
+
+def test_sentence_transformers_max_seq_length_and_longrope_original(tmp_path):
+    write_model_folder(tmp_path / "m")
+    (tmp_path / "m" / "sentence_bert_config.json").write_text(json.dumps(
+        {"max_seq_length": 8192, "do_lower_case": False}))
+    spec = load_model_spec(str(tmp_path / "m"))
+    assert spec.encoder_max_seq_length == 8192
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    cfg["original_max_position_embeddings"] = 4096
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    assert load_model_spec(str(tmp_path / "m")).max_len_keys[
+        "original_max_position_embeddings"] == 4096

@@ -267,8 +267,7 @@ def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_w
     # NOTE: the derived length does not depend on the user's: derived once per model, row and
     # window; the user's length is checked against it on every call (cheap; raises afresh).
     d = derived_max_model_len(spec, rules, disable_sliding_window, sliding_window)
-    return _maxlen.apply_user_len(spec, d, user_len, allow_long=rules.allow_long_max_model_len,
-                                  cap_after=_maxlen.tokenizer_cap_after(spec, rules))
+    return _maxlen.apply_user_len(spec, d, user_len, rules)
 
 
 def derived_max_model_len(spec: ModelSpec, rules, disable_sliding_window: bool = False,

@@ -12,7 +12,7 @@ from operator import attrgetter
 from . import _memo
 from .errors import UsageError
 from .gpu import GpuSpec
-from .maxlen import DerivedLen, apply_user_len, tokenizer_cap_after
+from .maxlen import DerivedLen, apply_user_len
 from .model import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from .provenance import GIB, Source
 from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
@@ -134,9 +134,7 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
         values["gpu_memory_utilization"], sources["gpu_memory_utilization"] = rules.default_util, D
     auto = s.max_model_len_auto
     user_len = None if auto else s.max_model_len
-    L, derived = apply_user_len(spec, base.derived, user_len,
-                                allow_long=rules.allow_long_max_model_len,
-                                cap_after=tokenizer_cap_after(spec, rules))
+    L, derived = apply_user_len(spec, base.derived, user_len, rules)
     values["max_model_len"], sources["max_model_len"] = L, (U if user_len not in (None, -1)
                                                              and L == user_len else X)
     values["max_model_len_auto"], sources["max_model_len_auto"] = auto, U if auto else D

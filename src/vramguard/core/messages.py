@@ -199,16 +199,26 @@ def block_size_backend_message(rules: VllmRules, block_size: int) -> str | None:
     return None
 
 
-def max_len_message(user_len: int, key: str, derived: int, tokenizer_max: int | None) -> str:
-    """User `max_model_len` above the derived maximum."""
-    m = tokenizer_max if tokenizer_max is not None else derived
-    return (f"User-specified max_model_len ({user_len}) is greater than the derived "
-            f"max_model_len ({key}={derived} or model_max_length={m} in model's config.json). "
-            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
-            "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
-            "relative position encoding (RoPE), positions exceeding derived_max_model_len lead "
-            "to nan. If the model uses absolute position encoding, positions exceeding "
-            "derived_max_model_len will cause a CUDA array out-of-bounds error.")
+def max_len_message(rules: VllmRules, user_len: int, key: str, derived: str,
+                    model_max_length: int | None) -> str:
+    """User `max_model_len` above the derived maximum: `derived` as vLLM prints it (the final
+    value, a float where a RoPE factor multiplied it), `model_max_length` the config's own
+    key (None when it has none), the tail by release."""
+    head = (f"User-specified max_model_len ({user_len}) is greater than the derived "
+            f"max_model_len ({key}={derived} or model_max_length={model_max_length} in model's "
+            "config.json).")
+    if rules.msg_max_len == "v040":
+        return (f"{head} This may lead to incorrect model outputs or CUDA errors. Make sure the "
+                "value is correct and within the model context size.")
+    if rules.msg_max_len == "v054":
+        return (f"{head} This may lead to incorrect model outputs or CUDA errors. To allow "
+                "overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    return (f"{head} To allow overriding this maximum, set the env var "
+            "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with "
+            "extreme caution. If the model uses relative position encoding (RoPE), positions "
+            "exceeding derived_max_model_len lead to nan. If the model uses absolute position "
+            "encoding, positions exceeding derived_max_model_len will cause a CUDA array "
+            "out-of-bounds error.")
 
 
 # ---- log lines (§1b, §6, §11) ---------------------------------------------------------

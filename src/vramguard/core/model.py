@@ -304,6 +304,8 @@ class ModelSpec:
     max_len_keys: dict[str, int] = field(default_factory=dict)   # config keys vLLM reads
     rope_scaling: dict | None = None
     tokenizer_max_length: int | None = None
+    # a sentence-transformers config's max_seq_length (sentence_bert_config.json, ...)
+    encoder_max_seq_length: int | None = None
     moe: MoESpec | None = None
     vision: VisionSpec | None = None
     quant: QuantSpec | None = None

@@ -282,6 +282,18 @@ class VllmRules:
     modelopt_kv_auto_fp8: bool = False       # 0.33: ModelOpt kv_cache_quant_algo -> fp8
     # ---- max_model_len derivation (§7) ----
     rope_yarn_excluded: bool = False         # 0.30+: yarn not multiplied
+    # 0.8.3+: a config's own model_max_length (Command-R) replaces the minimum over the keys
+    cfg_model_max_length_wins: bool = False
+    # 0.11.1+: LongRoPE models default to the config's original_max_position_embeddings
+    longrope_default_original: bool = False
+    # 0.6.4+: a sentence-transformers config's max_seq_length replaces the derived length
+    encoder_max_seq_length: bool = False
+    # 0.12+: the derived length is multiplied by the RoPE factor (1.0 by default) for every
+    # model with RoPE parameters, so vLLM prints it as a float ("131072.0")
+    max_len_float_rope: bool = False
+    # the too-long message's tail: "v040" (0.4.0-0.5.3), "v054" (0.5.4-0.10.1), "v0102"
+    msg_max_len: str = "v040"
+    allow_long_env: bool = False             # 0.5.4+: VLLM_ALLOW_LONG_MAX_MODEL_LEN exists
     # the tokenizer_config's model_max_length caps the length: "all" (0.9.1: every model, the
     # resolved length after its check, the user's too), "encoder" (0.9.2+: pooling models
     # only; 0.10+ those with absolute position embeddings: the BERT-style encoders), None
@@ -473,7 +485,8 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     """
     if not env:                           # NOTE: every screened candidate of a search
         return rules
-    if _truthy(env.get(ENV_ALLOW_LONG, "0")) and not rules.allow_long_max_model_len:
+    if (_truthy(env.get(ENV_ALLOW_LONG, "0")) and rules.allow_long_env
+            and not rules.allow_long_max_model_len):
         rules = replace(rules, allow_long_max_model_len=True)
     if rules.engine != "v1":
         val = env.get(ENV_ALIGN_KV_CACHE)

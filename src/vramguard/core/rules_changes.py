@@ -46,6 +46,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.5.4", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "prefix_caching", "mamba"})},
      "... not with seqlen-agnostic (Mamba) layers"),
+    ("0.5.4", "both", {"allow_long_env": True, "msg_max_len": "v054"},
+     "VLLM_ALLOW_LONG_MAX_MODEL_LEN (envs.py); the too-long error names it (config.py)"),
     ("0.5.5", "both", {"gguf_loader": True},
      "GGUF checkpoints (model_loader GGUFModelLoader, layers/quantization/gguf.py)"),
     ("0.6.0", "both", {"block_size_prog": "vllm serve"}, "the `vllm serve` entry point"),
@@ -62,6 +64,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
     ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
+    ("0.6.4", "both", {"encoder_max_seq_length": True},
+     "a sentence-transformers config's max_seq_length replaces the derived length (config.py)"),
     ("0.6.4", "both", {"msg_interleaved_swa": "vllm"},
      "'{model_type} has interleaved attention, which is currently not supported by vLLM' "
      "(0.6.3.post1; config.py)"),
@@ -144,6 +148,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
      "dummy rejection sampler in the profile run (PR 14930)"),
     ("0.8.3", "both", {"log_weights": "model_gib"}, "GiB in the weights line (§1b)"),
+    ("0.8.3", "both", {"cfg_model_max_length_wins": True},
+     "a config's model_max_length replaces the derived length (Command-R; config.py)"),
     ("0.8.3", "v0", {"v0_mm_dropped_when_long": False},
      "profiling.py keeps the mm dummy data (warning only)"),
     ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
@@ -203,6 +209,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
      "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
+    ("0.10.2", "both", {"msg_max_len": "v0102"},
+     "the too-long error adds VLLM_ALLOW_LONG_MAX_MODEL_LEN's caution (config.py)"),
     ("0.10.2", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "multimodal", "rocm", "mla"})},
      "auto chunked prefill: the pooling condition dropped (engine/arg_utils.py)"),
@@ -231,6 +239,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
+    ("0.11.1", "v1", {"longrope_default_original": True},
+     "LongRoPE: the default length is the config's original_max_position_embeddings "
+     "(config/model.py)"),
     ("0.11.1", "v1", {"interleaved_swa_off": None},
      "sliding windows of interleaved models no longer turned off (config/model.py)"),
     ("0.11.1", "v1", {"v1_forced_chunked": None, "v1_unchunked_tokens": "max_l_default",
@@ -259,6 +270,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.12.0", "v1", {"model_runner_v2": "off", "log_weights_v2": "model_gib"},
      "Model Runner V2 with VLLM_USE_V2_MODEL_RUNNER=1 only (envs.py); its weights line "
      "'Model loading took %.4f GiB and %.6f seconds' (gpu/model_runner.py)"),
+    ("0.12.0", "v1", {"max_len_float_rope": True},
+     "rope_parameters: the derived length times the factor (1.0 by default) for every RoPE "
+     "model (config/model.py)"),
     ("0.12.0", "v1", {"kv_group_max_ratio": 1.25},
      "hybrid group size: the largest count below 1.25x the smallest (kv_cache_utils.py)"),
     ("0.13.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16"),

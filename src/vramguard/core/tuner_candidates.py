@@ -57,8 +57,11 @@ class _Ctx:
         no_window = req.base.disable_sliding_window or (
             self.rules.interleaved_swa_off is not None
             and swa_off(req.spec, self.rules, self._env) is not None)
-        self.limit_len = _memo.derived_max_model_len(
-            req.spec, self.rules, no_window, _memo.sliding_window(req.spec)).limit
+        derived = _memo.derived_max_model_len(req.spec, self.rules, no_window,
+                                              _memo.sliding_window(req.spec))
+        # NOTE: without a length key in the config vLLM takes any length the user gives
+        self.limit_len = None if derived.no_key else derived.limit
+        self.default_len = derived.limit
         self._gpus: dict[int, tuple[GpuTarget, float]] = {}
         self._gpu_keys: dict[int, tuple[GpuTarget, int]] = {}
         self._last_gpu: tuple = (None, None)
@@ -189,14 +192,15 @@ def _len_choices(ctx: _Ctx) -> list[int | None]:
     req = ctx.req
     if _pinned(req.base, "max_model_len"):
         return [req.base.max_model_len]
+    limit = ctx.limit_len
     if req.workload is not None:
         p99 = req.workload.p99_tokens
-        if p99 > ctx.limit_len:
+        if limit is not None and p99 > limit:
             raise UsageError(f"the workload's p99 ({p99} tokens) is longer than the model's "
-                             f"maximum length ({ctx.limit_len})", where="--workload",
+                             f"maximum length ({limit})", where="--workload",
                              fix="Requests that long cannot be served by this model")
-        return [min(_align(p99), ctx.limit_len)]
-    return [None, *(n for n in LEN_LADDER if n < ctx.limit_len)]
+        return [_align(p99) if limit is None else min(_align(p99), limit)]
+    return [None, *(n for n in LEN_LADDER if n < ctx.default_len)]
 
 
 def _tp_choices(req: TuneRequest, beyond: bool = False) -> list[int]:

@@ -387,7 +387,9 @@ def _build(family: str, a: Arch) -> Body:
 
 def _max_len(t: Fields, prov: dict, origin: Source) -> tuple[dict[str, int], dict | None]:
     keys = {}
-    for key in MAX_LEN_KEYS:
+    # NOTE: original_max_position_embeddings (top level: Phi-3/4 LongRoPE) is not a length
+    # key; vLLM 0.11.1+ defaults a LongRoPE model to it (`maxlen.derive_max_model_len`)
+    for key in (*MAX_LEN_KEYS, "original_max_position_embeddings"):
         value = t.opt_int(key, lo=1, hi=LIMITS["positions"])
         if value is not None:
             keys[key] = value

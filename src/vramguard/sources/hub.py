@@ -14,7 +14,8 @@ from ..core.model import CheckpointInfo
 from ..errors import SourceError
 from .hfcache import cache_dirs
 
-_SMALL_FILES = ("tokenizer_config.json", "hf_quant_config.json", "generation_config.json")
+_SMALL_FILES = ("tokenizer_config.json", "hf_quant_config.json", "generation_config.json",
+               "sentence_bert_config.json")
 
 
 def offline_by_env() -> bool:

@@ -247,6 +247,10 @@ def from_folder(folder: Path, *, name: str | None = None, source_ref: str | None
     if tok is not None:
         spec = dataclasses.replace(spec, tokenizer_max_length=tok,
                                    provenance={**spec.provenance, "tokenizer_max_length": Source.CONFIG})
+    seq = _sentence_max_seq_length(folder, names)
+    if seq is not None:
+        spec = dataclasses.replace(spec, encoder_max_seq_length=seq, provenance={
+            **spec.provenance, "encoder_max_seq_length": Source.CONFIG})
     from .safetensors import MissingShards
     try:
         checkpoint = _checkpoint(folder, names)
@@ -267,6 +271,30 @@ def _tokenizer_max_length(folder: Path, names: set[str]) -> int | None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < _TOKENIZER_NONE:
         return int(value)
+    return None
+
+
+# NOTE: the sentence-transformers configs vLLM reads (transformers_utils/config.py
+# get_sentence_transformer_tokenizer_config), in its order
+_SENTENCE_CONFIGS = ("sentence_bert_config.json", "sentence_roberta_config.json",
+                     "sentence_distilbert_config.json", "sentence_camembert_config.json",
+                     "sentence_albert_config.json", "sentence_xlm-roberta_config.json",
+                     "sentence_xlnet_config.json")
+
+
+def _sentence_max_seq_length(folder: Path, names: set[str]) -> int | None:
+    """A sentence-transformers config's max_seq_length (vLLM 0.6.4+ takes it as the model's
+    length)."""
+    for name in _SENTENCE_CONFIGS:
+        if name not in names:
+            continue
+        try:
+            value = read_json(folder / name, name).get("max_seq_length")
+        except SourceError:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < _TOKENIZER_NONE:
+            return value
+        return None
     return None
 
 
