@@ -45,10 +45,11 @@ def test_deepseek_v3_mla_70272_at_any_tp(tp):
 
 def test_mla_block_size_by_version_and_gpu_family():
     """The block size of the MLA backend vLLM picks (platforms/cuda.py, the backends' kernel
-    block sizes): Hopper FlashMLA 64 (0.8-0.17), FLASH_ATTN_MLA 16 (0.18-0.31) then 64;
-    Blackwell FlashMLA unsupported (16) up to 0.10, CUTLASS_MLA 128 (0.11-0.14), FLASHINFER_MLA
-    for qk_nope_head_dim 128 (64, 0.15-0.17) and 64/128/192 (32, 0.18+), else CUTLASS 128;
-    Ampere Triton 16; sparse (indexer) MLA 64 from 0.11."""
+    block sizes): Hopper FlashMLA 64 (0.8-0.17, v0 too), FLASH_ATTN_MLA 16 from 0.18 (an fp8
+    KV cache FlashMLA's 64); Blackwell FlashMLA unsupported (16) up to 0.10.0, CUTLASS_MLA 128
+    (0.10.1-0.14; 10.0 only until 0.12), FLASHINFER_MLA for qk_nope_head_dim 128 (64,
+    0.15-0.17), 64/128 (32, 0.18) and 192 (0.19+), else CUTLASS 128; Ampere Triton 16; sparse
+    (indexer) MLA 64 from 0.11."""
     from dataclasses import replace
     spec = deepseek_v3_kv_only()
 
@@ -57,18 +58,36 @@ def test_mla_block_size_by_version_and_gpu_family():
                                      compute_capability=cc)
     hopper, blackwell, ampere = (9, 0), (10, 0), (8, 0)
     assert [b(v, hopper) for v in ("0.9.2", "0.11.0", "0.17.0", "0.18.0", "0.31.0",
-                                   "0.32.0")] == [64, 64, 64, 16, 16, 64]
-    assert [b(v, blackwell) for v in ("0.10.1", "0.11.0", "0.14.0", "0.15.0", "0.18.0",
-                                      "0.33.0")] == [16, 128, 128, 64, 32, 32]
+                                   "0.33.0")] == [64, 64, 64, 16, 16, 16]
+    assert [b(v, blackwell) for v in ("0.10.0", "0.10.1", "0.11.0", "0.14.0", "0.15.0",
+                                      "0.18.0", "0.33.0")] == [16, 128, 128, 128, 64, 32, 32]
+    assert kv.default_block_size(spec, Settings(), resolve_rules("0.9.2", "v0"),
+                                 compute_capability=hopper) == 64          # v0 FlashMLA too
+    fp8 = Settings(kv_cache_dtype="fp8")
+    assert kv.default_block_size(spec, fp8, resolve_rules("0.33.0"),
+                                 compute_capability=hopper) == 64          # FLASHMLA's fp8
+    b300 = (10, 3)
+    assert [b(v, b300) for v in ("0.11.0", "0.12.0", "0.13.0")] == [16, 16, 128]
     assert [b(v, ampere) for v in ("0.9.2", "0.18.0", "0.33.0")] == [16, 16, 16]
     other = replace(spec, layers=tuple(
         replace(l, attention=replace(l.attention, mla_qk_nope_head_dim=96))
         for l in spec.layers))
     assert b("0.15.0", blackwell, other) == b("0.33.0", blackwell, other) == 128
+    nope192 = replace(spec, layers=tuple(
+        replace(l, attention=replace(l.attention, mla_qk_nope_head_dim=192))
+        for l in spec.layers))
+    assert (b("0.18.0", blackwell, nope192), b("0.19.0", blackwell, nope192)) == (128, 32)
     sparse = replace(spec, layers=tuple(
         replace(l, attention=replace(l.attention, indexer_bytes_per_token=132))
         for l in spec.layers))
     assert b("0.33.0", blackwell, sparse) == b("0.33.0", hopper, sparse) == 64
+    def user(version, size, cc=hopper):
+        return kv.default_block_size(spec, Settings(block_size=size), resolve_rules(version),
+                                     compute_capability=cc)
+    assert [user("0.9.2", 16), user("0.9.2", 128)] == [64, 64]               # replaced
+    assert [user("0.12.0", 16), user("0.12.0", 128)] == [64, 128]            # multiples kept
+    assert [user("0.15.0", 32, blackwell), user("0.15.0", 48, blackwell)] == [32, 64]
+    assert [user("0.18.0", 16), user("0.8.5", 16, ampere)] == [16, 16]       # kept
     rules = resolve_rules("0.33.0")
     assert kv.default_block_size(llama31_8b(), Settings(), rules) == 16
     assert kv.default_block_size(llama31_8b(), Settings(), rules, device="cpu") == 128

@@ -136,29 +136,49 @@ def _group_blocks(g: KvGroup, L: int, b: int, inflight: int, shard: int = 1) -> 
 
 def default_block_size(spec: ModelSpec, settings: Settings, rules: VllmRules, *,
                        device: str = "cuda", compute_capability: tuple[int, int] | None = None) -> int:
-    """Block size before hybrid enlargement: user > CPU 128 > MLA 64/128 > 16 (§9)."""
-    if settings.block_size:
-        return int(settings.block_size)
+    """Block size before hybrid enlargement: user > CPU 128 > MLA 64/128 > 16 (§9); an MLA
+    backend's forced size replaces the user's where the release does so."""
+    user = settings.block_size
     if device == "cpu":
-        return 16 if spec.uses_mla else rules.cpu_block_size
+        return int(user) if user else (16 if spec.uses_mla else rules.cpu_block_size)
     if spec.uses_mla and rules.mla_supported:
-        return _mla_block_size(spec, rules, compute_capability)
-    return 16
+        size, backend = _mla_block_size(spec, rules, compute_capability,
+                                        settings.kv_cache_dtype)
+        return _mla_user_block(rules, int(user), size, backend) if user else size
+    return int(user) if user else 16
 
 
-def _mla_block_size(spec: ModelSpec, rules: VllmRules, cc: tuple[int, int] | None) -> int:
-    """The block size of the MLA backend vLLM picks for this GPU family (rules fields)."""
+def _mla_block_size(spec: ModelSpec, rules: VllmRules, cc: tuple[int, int] | None,
+                    kv_dtype: str | None = None) -> tuple[int, str | None]:
+    """(block size, the backend that forces it or None) of the MLA backend vLLM picks for
+    this GPU family (rules fields)."""
     mla = next(l.attention for l in spec.layers if l.attention.kind == MLA)
     major = cc[0] if cc else None
     if mla.indexer_bytes_per_token and rules.mla_block_sparse and major in (9, 10):
-        return rules.mla_block_sparse
+        return rules.mla_block_sparse, "sparse"
     if major == 10:
         if mla.mla_qk_nope_head_dim in rules.mla_flashinfer_nope:
-            return rules.mla_block_flashinfer
-        return rules.mla_block_blackwell or rules.mla_block_size
+            return rules.mla_block_flashinfer, "flashinfer"
+        if rules.mla_block_blackwell and (cc == (10, 0) or not rules.mla_blackwell_cc100_only):
+            return rules.mla_block_blackwell, "cutlass"
+        return rules.mla_block_size, None
     if major == 9:
-        return rules.mla_block_hopper or rules.mla_block_size
-    return rules.mla_block_size
+        if rules.mla_block_hopper_fp8 and (kv_dtype or "auto").startswith("fp8"):
+            return rules.mla_block_hopper_fp8, "flashmla"
+        if rules.mla_block_hopper:
+            return rules.mla_block_hopper, "flashmla" if rules.mla_block_hopper > 16 else None
+    return rules.mla_block_size, None
+
+
+def _mla_user_block(rules: VllmRules, user: int, forced: int, backend: str | None) -> int:
+    """A user's --block-size on an MLA model (`rules.mla_user_block`)."""
+    mode = rules.mla_user_block
+    if mode is None or backend is None:
+        return user
+    if mode == "replace":
+        return forced
+    keep = user % forced == 0 or (backend == "flashinfer" and user == 32)
+    return user if keep else forced
 
 
 def inflight_tokens(rules: VllmRules, settings: Settings, max_num_batched_tokens: int,

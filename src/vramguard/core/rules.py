@@ -121,11 +121,19 @@ class VllmRules:
     # unknown compute capability
     mla_block_size: int = 16
     # dense MLA per GPU family, from the attention backend vLLM picks (platforms/cuda.py; None:
-    # mla_block_size): Hopper (FlashMLA forces 64; FLASH_ATTN_MLA takes 16, 64 from 0.32),
-    # Blackwell (CUTLASS_MLA forces 128; FLASHINFER_MLA for the qk_nope_head_dim sizes its
-    # kernel takes: 64 in 0.15-0.17, 32 from 0.18); sparse (DSA indexer) MLA 64 from 0.11
+    # mla_block_size): Hopper (FlashMLA forces 64, v0 and v1 from 0.8; from 0.18
+    # FLASH_ATTN_MLA takes 16, and an fp8 KV cache, which it does not take, FlashMLA's 64),
+    # Blackwell (CUTLASS_MLA forces 128 from 0.10.1, on compute capability 10.0 only until
+    # 0.12; FLASHINFER_MLA for the qk_nope_head_dim sizes its kernel takes: 64 in 0.15-0.17,
+    # 32 from 0.18); sparse (DSA indexer) MLA 64 from 0.11
     mla_block_hopper: int | None = None
+    mla_block_hopper_fp8: int | None = None
     mla_block_blackwell: int | None = None
+    mla_blackwell_cc100_only: bool = False
+    # a user's --block-size on an MLA model: "replace" (0.8-0.11.1: the forcing backend's size
+    # replaces it), "modulo" (0.11.2-0.17: unless a multiple of it; FlashInfer-MLA also keeps
+    # 32), None (0.18+: kept) (platforms/cuda.py check_and_update_config)
+    mla_user_block: str | None = None
     mla_flashinfer_nope: tuple[int, ...] = ()
     mla_block_flashinfer: int | None = None
     mla_block_sparse: int | None = None

@@ -137,9 +137,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.0", "both", {"default_engine": "v1", "v1_falls_back_below_cc80": True,
                        "log_weights": "model_gb"}, "v1 default from 0.8.0 (§1a)"),
     ("0.8.0", "v1", {"log_capacity": "two_lines", "tokens_formula": "blocks_x_b",
-                     "mla_block_hopper": 64, "sched_defaults": "v1_080"},
-     "two capacity lines (§1b), defaults (§9), FlashMLA blocks on Hopper (§4; "
-     "is_flashmla_supported: Hopper only)"),
+                     "sched_defaults": "v1_080"},
+     "two capacity lines (§1b), defaults (§9)"),
+    ("0.8.0", "both", {"mla_block_hopper": 64, "mla_user_block": "replace"},
+     "FlashMLA forces 64-token blocks on Hopper, whatever --block-size says, for either engine "
+     "(§4; platforms/cuda.py check_and_update_config, is_flashmla_supported: Hopper only)"),
     ("0.8.0", "v1", {"v1_falls_back_for_pooling": True},
      "a task other than generate (embedding models) falls back to V0 (_is_v1_supported_oracle)"),
     ("0.8.0", "v1", {"v1_falls_back_for_mamba": True},
@@ -190,6 +192,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "SpeculativeConfig, engine/arg_utils.py); vllm/spec_decode (v0) removed"),
     ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
+    ("0.10.1", "both", {"mla_block_blackwell": 128, "mla_blackwell_cc100_only": True},
+     "MLA on Blackwell: CUTLASS_MLA, block size forced to 128 (platforms/cuda.py: "
+     "is_device_capability(100), 10.0 only)"),
     ("0.10.1", "both", {"interleaved_swa_off": "backend_v0"},
      "... and only without V1 (`not envs.VLLM_USE_V1`; config/__init__.py)"),
     ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
@@ -220,8 +225,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
                       "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
      "v0 removed (§1a); heavier dummy sampler (fitted)"),
-    ("0.11.0", "v1", {"mla_block_blackwell": 128, "mla_block_sparse": 64},
-     "MLA on Blackwell: CUTLASS_MLA, block size forced to 128; sparse MLA 64 (platforms/cuda.py)"),
+    ("0.11.0", "v1", {"mla_block_sparse": 64}, "sparse MLA 64 (platforms/cuda.py)"),
     ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
     ("0.11.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_011},
@@ -254,6 +258,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(config/vllm.py _set_cudagraph_sizes)"),
     ("0.11.1", "v1", {"lora_graph_specialize": True},
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
+    ("0.11.2", "v1", {"mla_user_block": "modulo"},
+     "a --block-size that is a multiple of the MLA backend's is kept (platforms/cuda.py)"),
     ("0.11.2", "v1", {"dcp": "gqa"},
      "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
      "(config/model.py)"),
@@ -282,6 +288,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.13.0", "v1", {"cudagraph_control": "opt_piecewise", "cuda_graph_sizes_flag": None},
      "only graph modes that need piecewise compilation become NONE without it; "
      "--cuda-graph-sizes removed (config/vllm.py, engine/arg_utils.py)"),
+    ("0.13.0", "v1", {"mla_blackwell_cc100_only": False},
+     "CUTLASS_MLA on the whole Blackwell family (is_device_capability_family(100))"),
     ("0.13.0", "v1", {"block_size_16": "no_common"},
      "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
@@ -327,10 +335,12 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "captures sizes 1-32 one by one (config/vllm.py _set_cudagraph_sizes)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
-    ("0.18.0", "v1", {"mla_flashinfer_nope": (64, 128, 192), "mla_block_flashinfer": 32,
-                      "mla_block_hopper": 16},
+    ("0.18.0", "v1", {"mla_flashinfer_nope": (64, 128), "mla_block_flashinfer": 32,
+                      "mla_block_hopper": 16, "mla_block_hopper_fp8": 64,
+                      "mla_user_block": None},
      "MLA block size from the chosen backend's kernel sizes (update_block_size_for_backend): "
-     "FLASHINFER_MLA [32, 64] -> 32 on Blackwell, FLASH_ATTN_MLA MultipleOf(16) on Hopper"),
+     "FLASHINFER_MLA [32, 64] -> 32 on Blackwell, FLASH_ATTN_MLA MultipleOf(16) on Hopper "
+     "(no fp8 KV: FLASHMLA's 64 then); a user's --block-size kept"),
     ("0.18.0", "v1", {"block_size_choices": None, "block_size_16": None},
      "block_size: SkipValidation[int] (config/cache.py); 0.18 backends not checked"),
     ("0.18.0", "v1", {"kv_group_max_ratio": 1.5}, "hybrid group-size threshold 1.5 "
@@ -339,6 +349,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
+    ("0.19.0", "v1", {"mla_flashinfer_nope": (64, 128, 192)},
+     "FlashInfer MLA takes qk_nope_head_dim 192 (v1/attention/backends/mla/flashinfer_mla.py)"),
     ("0.19.0", "v1", {"kv_skip_layers": True},
      "--kv-cache-dtype-skip-layers: the layers it lists keep the model dtype "
      "(layers/attention/attention.py; config/cache.py)"),
@@ -430,8 +442,6 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "MambaCacheMode = Literal['align', 'none'] (config/cache.py)"),
     ("0.32.0", "v1", {"msg_autofit_kv": True},
      "auto-fit lines name the KV cache memory and its device (kv_cache_utils.py)"),
-    ("0.32.0", "v1", {"mla_block_hopper": 64},
-     "FLASH_ATTN_MLA kernel blocks MultipleOf(64) (v1/attention/backends/mla/flashattn_mla.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033"}, "§1a, §4, §9"),
