@@ -157,3 +157,25 @@ def test_performance_mode_from_017():
     assert few == int(full * (0.4 + 0.6 * 7 / 67)) and fine == int(full * (0.4 + 0.6 * 32 / 67))
     with pytest.raises(UsageError, match=r"vLLM 0\.16\.0 \(v1\) has no such flag \(0\.17\+\)"):
         _plan("0.16.0", performance_mode="throughput")
+
+
+def test_what_the_model_and_parallelism_do_to_the_mode():
+    """Released code: DP forces eager in V1 0.8.0-0.9.0 (platforms/cuda.py); 0.10.2 gives
+    Mamba/hybrid models FULL_AND_PIECEWISE (models/config.py); pooling models drop full graphs
+    (0.11.0 by default, 0.11.1+ any full mode); DCP > 1 does in 0.11.1-0.12 (config/vllm.py)."""
+    from dataclasses import replace
+    dense, hybrid = llama31_8b(), qwen3_next_kv_only()
+    encoder = replace(llama31_8b(), is_encoder_only=True)
+
+    def mode(version, spec=dense, **flags):
+        return cudagraph_mode(S(**flags), resolve_rules(version), spec=spec)
+    assert [mode(v, data_parallel_size=2) for v in ("0.8.0", "0.9.0", "0.9.1")] == \
+        ["NONE", "NONE", PW]
+    assert [mode(v, hybrid) for v in ("0.10.1", "0.10.2", "0.11.0")] == [PW, FAP, FAP]
+    assert mode("0.10.2", hybrid, cudagraph_mode=PW) == PW
+    assert [mode(v, encoder) for v in ("0.10.2", "0.11.0", "0.20.0")] == [PW, PW, PW]
+    assert mode("0.11.0", encoder, cudagraph_mode=FAP) == FAP
+    assert mode("0.11.1", encoder, cudagraph_mode=FAP) == PW
+    assert [mode(v, decode_context_parallel_size=2) for v in ("0.11.1", "0.12.0", "0.13.0")] == \
+        [PW, PW, FAP]
+    assert cudagraph_mode(S(), resolve_rules("0.20.0")) == FAP     # no spec: the flags only

@@ -201,6 +201,13 @@ class VllmRules:
     # PIECEWISE off, FULL_AND_PIECEWISE down to FULL_DECODE_ONLY)
     cudagraph_control: str = "eager_only"
     cudagraph_default: str = "PIECEWISE"     # the default mode (0.11+: FULL_AND_PIECEWISE)
+    # what the model and parallelism do to the mode (`stage_terms.cudagraph_mode`):
+    dp_forces_eager: bool = False            # v1 0.8.0-0.9.0: --data-parallel-size > 1, no graphs
+    graph_mamba_full: bool = False           # 0.10.2: Mamba/hybrid default FULL_AND_PIECEWISE
+    # pooling models: full graphs become PIECEWISE ("default": only the default, 0.11.0;
+    # "any": any full mode, 0.11.1+)
+    graph_pooling_piecewise: str | None = None
+    graph_dcp_piecewise: bool = False        # 0.11.1-0.12: DCP > 1 turns full graphs PIECEWISE
     # --performance-mode (0.17+): "throughput" doubles the default max_num_batched_tokens and
     # max_num_seqs, "interactivity" captures every batch size from 1 to 32
     performance_mode_flag: bool = False

@@ -142,6 +142,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.0", "both", {"mla_block_hopper": 64, "mla_user_block": "replace"},
      "FlashMLA forces 64-token blocks on Hopper, whatever --block-size says, for either engine "
      "(§4; platforms/cuda.py check_and_update_config, is_flashmla_supported: Hopper only)"),
+    ("0.8.0", "v1", {"dp_forces_eager": True},
+     "'Data Parallel: Forcing enforce eager to be True' (platforms/cuda.py)"),
     ("0.8.0", "v1", {"v1_falls_back_for_pooling": True},
      "a task other than generate (embedding models) falls back to V0 (_is_v1_supported_oracle)"),
     ("0.8.0", "v1", {"v1_falls_back_for_mamba": True},
@@ -168,6 +170,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.0", "both", {"interleaved_swa_types": None},
      "interleaved: a sliding_window_pattern or a list of windows (config.py), i.e. layers "
      "that mix sliding-window and full attention"),
+    ("0.9.1", "v1", {"dp_forces_eager": False},
+     "data parallelism keeps CUDA graphs (eager only with DeepEP high-throughput kernels)"),
     ("0.9.1", "both", {"auto_dtype_fallback": True},
      "--dtype auto: a bfloat16 config falls back to float16 where the GPU lacks bf16 "
      "(config.py _resolve_auto_dtype)"),
@@ -219,6 +223,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.2", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "multimodal", "rocm", "mla"})},
      "auto chunked prefill: the pooling condition dropped (engine/arg_utils.py)"),
+    ("0.10.2", "v1", {"graph_mamba_full": True},
+     "'Hybrid or mamba-based model detected: setting cudagraph mode to FULL_AND_PIECEWISE' "
+     "(models/config.py; not Lfm2, MiniMaxText01)"),
     ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
      "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
      "fallback removed)"),
@@ -226,6 +233,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
      "v0 removed (§1a); heavier dummy sampler (fitted)"),
     ("0.11.0", "v1", {"mla_block_sparse": 64}, "sparse MLA 64 (platforms/cuda.py)"),
+    ("0.11.0", "v1", {"graph_mamba_full": False, "graph_pooling_piecewise": "default"},
+     "pooling models default to PIECEWISE (config/__init__.py)"),
     ("0.11.0", "v1", {"cudagraph_default": "FULL_AND_PIECEWISE"},
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
     ("0.11.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_011},
@@ -243,6 +252,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
+    ("0.11.1", "v1", {"graph_pooling_piecewise": "any", "graph_dcp_piecewise": True},
+     "'Pooling models do not support full cudagraphs' / DCP 'incompatible with full CUDA "
+     "graphs. Overriding cudagraph_mode to PIECEWISE' (config/vllm.py)"),
     ("0.11.1", "v1", {"longrope_default_original": True},
      "LongRoPE: the default length is the config's original_max_position_embeddings "
      "(config/model.py)"),
@@ -288,6 +300,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.13.0", "v1", {"cudagraph_control": "opt_piecewise", "cuda_graph_sizes_flag": None},
      "only graph modes that need piecewise compilation become NONE without it; "
      "--cuda-graph-sizes removed (config/vllm.py, engine/arg_utils.py)"),
+    ("0.13.0", "v1", {"graph_dcp_piecewise": False}, "DCP keeps full graphs (config/vllm.py)"),
     ("0.13.0", "v1", {"mla_blackwell_cc100_only": False},
      "CUTLASS_MLA on the whole Blackwell family (is_device_capability_family(100))"),
     ("0.13.0", "v1", {"block_size_16": "no_common"},

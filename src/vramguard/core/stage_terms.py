@@ -132,7 +132,7 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
     dtype_b = runtime_dtype_bytes(s)
     eager = bool(s.enforce_eager) or device == "cpu"
-    graph_mode = cudagraph_mode(s, rules, device)
+    graph_mode = cudagraph_mode(s, rules, device, spec)
     custom_ar = custom_all_reduce_in_n(s, rules, gpu, graph_mode == "NONE")
     ar_runs = custom_all_reduce_runs(s, gpu)
     # NOTE: the Mamba cache mode decides the runner, the runner the sampler copies: each once.
@@ -261,11 +261,33 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 _WITHOUT_PIECEWISE = {"PIECEWISE": "NONE", "FULL_AND_PIECEWISE": "FULL_DECODE_ONLY"}
 
 
-def cudagraph_mode(s: Settings, rules: VllmRules, device: str = "cuda") -> str:
+def cudagraph_mode(s: Settings, rules: VllmRules, device: str = "cuda",
+                   spec: ModelSpec | None = None) -> str:
     """The CUDA graphs vLLM captures: "NONE", or the mode (`rules.cudagraph_default` where
     the release has no cudagraph_mode: V0's and early V1's graphs), from --enforce-eager,
     `-O N` / --optimization-level and the compilation config's mode and cudagraph_mode, as
-    each release reads them (`VllmRules.cudagraph_control`)."""
+    each release reads them (`VllmRules.cudagraph_control`); then what the model and the
+    parallelism change (`spec` given)."""
+    mode = _flag_mode(s, rules, device)
+    if spec is None or mode == "NONE":
+        return mode
+    if rules.dp_forces_eager and s.data_parallel_size > 1:
+        return "NONE"
+    if (rules.graph_mamba_full and s.cudagraph_mode is None and MAMBA in spec.attention_kinds()
+            and spec.architecture not in ("Lfm2ForCausalLM", "MiniMaxText01ForCausalLM")):
+        return "FULL_AND_PIECEWISE"
+    full = mode in FULL_GRAPH_MODES
+    pool = rules.graph_pooling_piecewise
+    if full and spec.is_encoder_only and (pool == "any" or (pool == "default"
+                                                             and s.cudagraph_mode is None)):
+        return "PIECEWISE"
+    if full and rules.graph_dcp_piecewise and s.decode_context_parallel_size > 1:
+        return "PIECEWISE"
+    return mode
+
+
+def _flag_mode(s: Settings, rules: VllmRules, device: str) -> str:
+    """The mode the flags give (`cudagraph_mode` before the model's own changes)."""
     if s.enforce_eager or device == "cpu":
         return "NONE"
     control, mode = rules.cudagraph_control, s.cudagraph_mode
