@@ -705,3 +705,28 @@ def test_mm_ipc_reservation_comes_out_of_the_kv_budget():
         assert out.outcome.message.startswith("frontend multimodal GPU decoding reserves 40.0 GiB "
                                               "(40.0 GiB raw-frame budget, 0.0 GiB decoder")
         assert words in out.outcome.message
+
+
+def test_hybrid_page_alignment_by_release_and_gpu():
+    """models/config.py (0.11.1-0.19) and platforms/interface.py (0.20+): Qwen3-Next (head
+    size 256) on Blackwell aligns its attention block to 32 in 0.11.1-0.17 (10.0 only until
+    0.12), 16 elsewhere; MLA hybrids 128 before 0.11.1, 64 in 0.11.1-0.19, then the MLA
+    backend's block."""
+    from core_specs import qwen3_next_kv_only
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.core.planner import plan
+    spec = qwen3_next_kv_only()
+    tp4 = Settings(tensor_parallel_size=4, user_set=frozenset({"tensor_parallel_size"}))
+
+    def block(version, gpu):
+        return plan(spec, tp4, lookup_gpu(gpu), vllm_version=version).kv.block_size
+    assert [block(v, "B200") for v in ("0.11.0", "0.12.0", "0.17.0", "0.18.0", "0.33.0")] == \
+        [272, 288, 288, 272, 272]
+    assert block("0.17.0", "H100-80GB") == 272
+    b300 = (10, 3)
+    assert kv.hybrid_alignment(spec, resolve_rules("0.12.0"), b300, 16) == 16
+    assert kv.hybrid_alignment(spec, resolve_rules("0.13.0"), b300, 16) == 32
+    mla = deepseek_v3_kv_only()
+    assert [kv.hybrid_alignment(mla, resolve_rules(v), (9, 0), 64)
+            for v in ("0.11.0", "0.11.1", "0.19.0", "0.20.0")] == [128, 64, 64, 64]
+    assert kv.hybrid_alignment(mla, resolve_rules("0.20.0"), (9, 0), 16) == 16

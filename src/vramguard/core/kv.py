@@ -148,6 +148,21 @@ def default_block_size(spec: ModelSpec, settings: Settings, rules: VllmRules, *,
     return int(user) if user else 16
 
 
+def hybrid_alignment(spec: ModelSpec, rules: VllmRules, cc: tuple[int, int] | None,
+                     block_size: int) -> int:
+    """The attention block alignment vLLM uses when it unifies a hybrid's pages
+    (`rules.mla_hybrid_align`, `hybrid_align_256_blackwell`, `hybrid_align_from_block`)."""
+    if rules.hybrid_align_from_block:
+        return block_size if spec.uses_mla else max(16, block_size)
+    if spec.uses_mla:
+        return rules.mla_hybrid_align
+    mode = rules.hybrid_align_256_blackwell
+    if mode and spec.head_dim == 256 and cc and (cc == (10, 0) if mode == "cc100"
+                                                 else cc[0] == 10):
+        return 32          # NOTE: FlashInfer, head size 256 (flashinfer issue 1993)
+    return 16
+
+
 def _mla_block_size(spec: ModelSpec, rules: VllmRules, cc: tuple[int, int] | None,
                     kv_dtype: str | None = None) -> tuple[int, str | None]:
     """(block size, the backend that forces it or None) of the MLA backend vLLM picks for
@@ -420,7 +435,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                         attn_page_per_token_layer=0, attention_free=True)
     if has_mamba and rules.hybrid_page_unification and per_layer_bpt:
         if mamba_page > b * per_layer_bpt:
-            align = 128 if spec.uses_mla else kernel_alignment
+            align = kernel_alignment
             b = align * cdiv(mamba_page, align * per_layer_bpt)
             enlarged = True
         padded = b * per_layer_bpt

@@ -134,6 +134,13 @@ class VllmRules:
     # replaces it), "modulo" (0.11.2-0.17: unless a multiple of it; FlashInfer-MLA also keeps
     # 32), None (0.18+: kept) (platforms/cuda.py check_and_update_config)
     mla_user_block: str | None = None
+    # the attention block alignment when a hybrid's pages are unified (models/config.py):
+    # MLA 128 (before 0.11.1), 64 (0.11.1-0.19); head size 256 on Blackwell 32 ("cc100":
+    # 10.0 only, 0.11.1-0.12; "family": 0.13-0.17), else 16; from 0.20 the backend's
+    # smallest kernel block or the block size if larger (`hybrid_align_from_block`)
+    mla_hybrid_align: int = 128
+    hybrid_align_256_blackwell: str | None = None
+    hybrid_align_from_block: bool = False
     mla_flashinfer_nope: tuple[int, ...] = ()
     mla_block_flashinfer: int | None = None
     mla_block_sparse: int | None = None

@@ -279,6 +279,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "LoRA graphs captured with and without active LoRA (cudagraph_specialize_lora, PR 25914)"),
     ("0.11.1", "v1", {"block_size_choices": (1, 8, 16, 32, 64, 128, 256)},
      "BlockSize gains 256 (config/cache.py)"),
+    ("0.11.1", "v1", {"mla_hybrid_align": 64, "hybrid_align_256_blackwell": "cc100"},
+     "hybrid page alignment: MLA 64; head size 256 on Blackwell 32 (FlashInfer; "
+     "is_device_capability(100)) (model_executor/models/config.py)"),
     ("0.11.2", "v1", {"mla_user_block": "modulo"},
      "a --block-size that is a multiple of the MLA backend's is kept (platforms/cuda.py)"),
     ("0.11.2", "v1", {"dcp": "gqa"},
@@ -310,6 +313,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "only graph modes that need piecewise compilation become NONE without it; "
      "--cuda-graph-sizes removed (config/vllm.py, engine/arg_utils.py)"),
     ("0.13.0", "v1", {"graph_dcp_piecewise": False}, "DCP keeps full graphs (config/vllm.py)"),
+    ("0.13.0", "v1", {"hybrid_align_256_blackwell": "family"},
+     "... on the whole Blackwell family (is_device_capability_family(100))"),
     ("0.13.0", "v1", {"mla_blackwell_cc100_only": False},
      "CUTLASS_MLA on the whole Blackwell family (is_device_capability_family(100))"),
     ("0.13.0", "v1", {"block_size_16": "no_common"},
@@ -363,6 +368,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "MLA block size from the chosen backend's kernel sizes (update_block_size_for_backend): "
      "FLASHINFER_MLA [32, 64] -> 32 on Blackwell, FLASH_ATTN_MLA MultipleOf(16) on Hopper "
      "(no fp8 KV: FLASHMLA's 64 then); a user's --block-size kept"),
+    ("0.18.0", "v1", {"hybrid_align_256_blackwell": None},
+     "the head-size-256 Blackwell alignment removed (model_executor/models/config.py)"),
     ("0.18.0", "v1", {"block_size_choices": None, "block_size_16": None},
      "block_size: SkipValidation[int] (config/cache.py); 0.18 backends not checked"),
     ("0.18.0", "v1", {"kv_group_max_ratio": 1.5}, "hybrid group-size threshold 1.5 "
@@ -379,6 +386,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.20.0", "v1", {"kv_quant_dtypes": _KVQ_020, "tq_layer_buffers": True},
      "TurboQuant, per-token-head int8/fp8 and nvfp4 KV caches (config/cache.py CacheDType); "
      "TurboQuant layers register decode buffers at init (attention.py)"),
+    ("0.20.0", "v1", {"hybrid_align_from_block": True},
+     "hybrid alignment: the attention backend's smallest kernel block size, or the block size "
+     "if larger (platforms/interface.py)"),
     ("0.20.0", "v1", {"kv_offload_in_shm": True},
      "native KV offloading: one /dev/shm mmap file of --kv-offloading-size for all TP ranks "
      "('Insufficient space in /dev/shm' otherwise; v1/kv_offload/cpu/shared_offload_region.py)"),

@@ -178,11 +178,13 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, de
     kv_b, kv_name = kvm.kv_dtype_bytes(spec, s, rules, dtype_b)
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
+    align = kvm.hybrid_alignment(spec, rules, gpu.compute_capability, block)
     out = []
     for r, rng, w_est, n_est, mamba_slot in stages:
         shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
                                    block_size=block, engine=rules.engine, kv_dtype_name=kv_name,
-                                   mamba_mode=mamba_mode, mla_align_elems=mla_align)
+                                   kernel_alignment=align, mamba_mode=mamba_mode,
+                                   mla_align_elems=mla_align)
         out.append((r, rng, w_est, n_est, shape, mamba_slot, kvm.windowed(shape)))
     return tuple(out), kv_name, ctx
 
