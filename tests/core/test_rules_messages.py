@@ -778,24 +778,27 @@ def test_qwen_vl_dummy_video_note():
 
 
 def test_unified_memory_notes():
-    """GB10: from 0.20 the free memory is the host's available RAM, and on v1 the profile
-    run's non-torch growth is larger than the term (stated, not in the numbers)."""
+    """GB10: from 0.11.1 the free memory is the host's available RAM (utils/mem_utils.py),
+    and on v1 the profile run's non-torch growth is larger than the term (stated, not in the
+    numbers). GH200's HBM is a discrete device: no such note."""
     s = Settings(max_model_len=8192)
     gb10, h100 = lookup_gpu("GB10"), lookup_gpu("H100")
 
     def notes(gpu, version):
         return " ".join(plan(llama31_8b(), s, gpu, vllm_version=version).assumptions)
     assert "host's available RAM" in notes(gb10, "0.20.0")
-    assert "host's available RAM" not in notes(gb10, "0.13.0")
+    assert "host's available RAM" in notes(gb10, "0.13.0")
+    assert "host's available RAM" not in notes(gb10, "0.11.0")
     assert "profile run can count as non-torch memory" in notes(gb10, "0.13.0")
     assert "unified memory" not in notes(h100, "0.20.0")
+    assert "unified memory" not in notes(lookup_gpu("GH200"), "0.20.0")
     a = plan(llama31_8b(), s, gb10, vllm_version="0.13.0").tightest.non_torch.value_bytes
     b = plan(llama31_8b(), s, h100, vllm_version="0.13.0").tightest.non_torch.value_bytes
     assert a == b
 
 
 def test_default_batched_tokens_clamped_by_seqs_times_length():
-    """From 0.12 (engine/arg_utils.py) a default max_num_batched_tokens is at most
+    """From 0.11.1 (engine/arg_utils.py) a default max_num_batched_tokens is at most
     max_num_seqs x max_model_len, and a default max_num_seqs at most the batched tokens."""
     h100 = lookup_gpu("H100")
 
@@ -906,11 +909,19 @@ def test_kv_cache_memory_bytes_logs_no_available_line():
     """With --kv-cache-memory-bytes vLLM returns from determine_available_memory after its
     "reserved … for KV Cache" line: no "Available KV cache memory" line (0.10.2+)."""
     h100 = lookup_gpu("H100")
-    for version in ("0.10.2", "0.19.0", "0.33.0"):
+    # NOTE: the figures by release (gpu_worker.py): 0.10.2-0.11.0 "20.00GiB" and "does does",
+    # 0.11.1-0.13 "20.00 GiB", 0.14+ format_gib "20.0 GiB"
+    for version, text in (("0.10.2", "reserved 20.00GiB memory for KV Cache"),
+                          ("0.12.0", "reserved 20.00 GiB memory for KV Cache"),
+                          ("0.19.0", "reserved 20.0 GiB memory for KV Cache"),
+                          ("0.33.0", "reserved 20.0 GiB memory for KV Cache")):
         p = plan(llama31_8b(), Settings(max_model_len=8192, kv_cache_memory_bytes=20 * GIB),
                  h100, vllm_version=version)
-        assert any("reserved 20.0 GiB memory for KV Cache" in l for l in p.log_lines), version
+        assert any(text in l for l in p.log_lines), version
         assert not any(l.startswith("Available KV cache memory") for l in p.log_lines)
+    line = next(l for l in plan(llama31_8b(), Settings(kv_cache_memory_bytes=20 * GIB), h100,
+                                vllm_version="0.10.2").log_lines if "reserved" in l)
+    assert "This does does not respect" in line and "Initial free memory 78.6" in line
     p = plan(llama31_8b(), Settings(max_model_len=8192), h100, vllm_version="0.33.0")
     assert any(l.startswith("Available KV cache memory") for l in p.log_lines)
 

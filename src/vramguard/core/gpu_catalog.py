@@ -35,7 +35,10 @@ _ROWS: tuple[tuple, ...] = (
     ("H200", 139.81, 143771, (9, 0), "nvidia", False, "NVIDIA H200",
      ("H200-141GB", "NVIDIA H200 NVL", "H200 NVL")),
     ("H20", 95.33, 97871, (9, 0), "nvidia", False, "NVIDIA H20", ("H20-96GB",)),
-    ("GH200", 95.0, None, (9, 0), "nvidia", True, "NVIDIA GH200 480GB",
+    # NOTE: not unified memory for vLLM: GH200's HBM is a discrete device (not
+    # `is_integrated`); cudaMemGetInfo reports it (a GH200 log: "Free memory on device
+    # cuda:0 (72.43/95.0 GiB)")
+    ("GH200", 95.0, None, (9, 0), "nvidia", False, "NVIDIA GH200 480GB",
      ("GH200-96GB", "NVIDIA GH200 96GB HBM3")),
     ("B200", 178.35, 183359, (10, 0), "nvidia", False, "NVIDIA B200", ("B200-180GB",)),
     # NOTE: a vLLM 0.26 log on a RunPod B300 printed "Free memory on device (267.08/267.69 GiB)"

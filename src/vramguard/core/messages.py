@@ -315,11 +315,22 @@ def mm_ipc_message(rules: VllmRules, reserved_bytes: int, kv_bytes: int) -> str:
             f"available for the KV cache. {fix}increase gpu_memory_utilization.")
 
 
-def kv_memory_bytes_log(free_bytes: int, kv_bytes: int) -> str:
-    """`--kv-cache-memory-bytes` (0.10.2+): profiling result ignored."""
-    return (f"Initial free memory {_r2(free_bytes)} GiB, reserved {_r2(kv_bytes)} GiB memory for "
-            "KV Cache as specified by kv_cache_memory_bytes config and skipped memory "
-            "profiling. This does not respect the gpu_memory_utilization config. …")
+def kv_memory_bytes_log(free_bytes: int, kv_bytes: int, rules: VllmRules | None = None) -> str:
+    """`--kv-cache-memory-bytes` (0.10.2+): profiling result ignored. The numbers by release
+    (worker.py / gpu_worker.py): v0 0.10.2 `%.2f` and "reserved X.XXGiB"; v1 0.10.2-0.11.0
+    the free memory unrounded; 0.11.1-0.13 `%.2f` both; 0.14+ `format_gib`."""
+    if rules is None or rules.gib_two_decimals is False:
+        free, kv, sep, does = _r2(free_bytes), _r2(kv_bytes), " ", "does"
+    elif rules.kv_memory_log == "v1_0102":
+        free, kv, sep, does = str(free_bytes / _GIB), f"{kv_bytes / _GIB:.2f}", "", "does does"
+    elif rules.kv_memory_log == "v0_0102":
+        free, kv = f"{free_bytes / _GIB:.2f}", f"{kv_bytes / _GIB:.2f}"
+        sep, does = "", "does does"
+    else:
+        free, kv, sep, does = f"{free_bytes / _GIB:.2f}", f"{kv_bytes / _GIB:.2f}", " ", "does"
+    return (f"Initial free memory {free} GiB, reserved {kv}{sep}GiB memory for KV Cache as "
+            "specified by kv_cache_memory_bytes config and skipped memory profiling. This "
+            f"{does} not respect the gpu_memory_utilization config. …")
 
 
 def autofit_log(rules: VllmRules, reduced_from: int, to: int, kv_bytes: int,

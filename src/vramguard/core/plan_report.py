@@ -137,7 +137,8 @@ class PlanReport:
         if self.s.kv_cache_memory_bytes is not None and self.device != "cpu":
             # NOTE: vLLM returns from determine_available_memory here: no "Available KV cache
             # memory" line follows (gpu_worker.py, every release with the flag)
-            lines.append(msg.kv_memory_bytes_log(self.F, self.s.kv_cache_memory_bytes))
+            lines.append(msg.kv_memory_bytes_log(self.F, self.s.kv_cache_memory_bytes,
+                                                 self.rules))
         elif self.device != "cpu":
             lines += msg.available_kv_log(rules, st.kv + self.mm_reserve, total_bytes=self.T,
                                           util=self.u, weights_bytes=st.weights.value_bytes,
@@ -309,7 +310,7 @@ class PlanReport:
             out.append("This version charges everything already on the GPU (other processes, "
                        "CUDA context) to the KV budget.")
         if self.gpu.uma and self.rules.uma_free_is_host_ram:
-            out.append(f"{self.gpu.name} has unified memory: from 0.20 vLLM takes the host's "
+            out.append(f"{self.gpu.name} has unified memory: from 0.11.1 vLLM takes the host's "
                        "available RAM as free memory; pass the measured value as free memory.")
         if self.gpu.uma and self.rules.engine == "v1" and self.device == "cuda":
             # NOTE: not in the numbers: the growth varies run to run (docs/accuracy.md)

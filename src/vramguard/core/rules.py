@@ -71,7 +71,9 @@ class VllmRules:
     cublas_before_snapshot: bool = False     # 0.33: cuBLAS handles lower F_s
     graph_budget: str = "headroom"           # "headroom" | "estimated" (0.18-0.19, e=0) | "subtracted"
     consumed_model: bool = False             # 0.27+: K = ceil(uT) - (C + H) - G
-    uma_free_is_host_ram: bool = False       # 0.20+ on GH200/GB10/Jetson
+    # 0.11.1+: on integrated GPUs (Jetson Orin 8.7, Thor 11.0, GB10 12.1; from 0.20
+    # `is_integrated_gpu`) free memory is the host's available RAM (utils/mem_utils.py)
+    uma_free_is_host_ram: bool = False
     profile_assert_ge: bool = False          # 0.16+: F_s >= free_after_profile
     online_fp8_bf16_load_peak: bool = True   # ≤0.18: online FP8 loads each tensor in 16-bit
     # fp32 logit copies (reqs × vocab) the profile run's dummy sampler holds at its peak:
@@ -181,6 +183,9 @@ class VllmRules:
     # before, all the blocks (worker.py raise_if_cache_size_invalid)
     v0_fit_divides_pp: bool = False
     override_log_forced: bool = False        # 0.4.0: "Replacing profiled ... forced_num_gpu_blocks"
+    # the --kv-cache-memory-bytes line's numbers: "v0_0102" | "v1_0102" (0.10.2-0.11.0) |
+    # "v1_0111" (0.11.1-0.13; from 0.14 `format_gib`, `gib_two_decimals` off)
+    kv_memory_log: str = "v0_0102"
     # hybrid / mixed-attention grouping: the group size is the largest layer count when it is
     # below this many times the smallest, else the smallest (kv_cache_utils.py: v1 up to 0.11
     # always the smallest, 0.12-0.17 1.25, 0.18+ 1.5)

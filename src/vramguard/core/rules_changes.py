@@ -100,7 +100,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.0", "v1", {"kv_group_max_ratio": 1.0},
      "hybrid / mixed-attention group size: the smallest layer count (kv_cache_utils.py "
      "_get_kv_cache_groups_uniform_page_size, checked in 0.9.2-0.11.0)"),
-    ("0.7.0", "v1", {"v1_forced_chunked": "all"},
+    ("0.7.0", "v1", {"v1_forced_chunked": "all", "kv_memory_log": "v1_0102"},
      "'V1 always uses chunked prefills' (engine/arg_utils.py)"),
     ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
      "v1 scheduler defaults (§9); v1 dummy sampler"),
@@ -230,6 +230,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.2", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "multimodal", "rocm", "mla"})},
      "auto chunked prefill: the pooling condition dropped (engine/arg_utils.py)"),
+    ("0.10.2", "v1", {"dcp": "mla", "dcp_log": "dcp"},
+     "--decode-context-parallel-size: MLA only (GQA: 'DCP requires attention impls to return "
+     "the softmax lse for decode'); capacity x dcp (v1/core/kv_cache_utils.py)"),
     ("0.10.2", "v1", {"graph_mamba_full": True},
      "'Hybrid or mamba-based model detected: setting cudagraph mode to FULL_AND_PIECEWISE' "
      "(models/config.py; not Lfm2, MiniMaxText01)"),
@@ -246,9 +249,6 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "default cudagraph_mode FULL_AND_PIECEWISE (config/__init__.py)"),
     ("0.11.0", "v1", {"mm_zero_skips_tower": _MM_ZERO_011},
      "qwen3_vl.py, qwen3_vl_moe.py check the limit too"),
-    ("0.11.0", "v1", {"dcp": "mla", "dcp_log": "dcp"},
-     "--decode-context-parallel-size: MLA only (GQA: 'DCP requires attention impls to return "
-     "the softmax lse for decode'); capacity x dcp (v1/core/kv_cache_utils.py)"),
     ("0.11.0", "v1", {"draft_model": "none"},
      "'Draft model speculative decoding is not supported yet' (engine/arg_utils.py; the "
      "inferred method: config/speculative.py)"),
@@ -262,6 +262,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"graph_pooling_piecewise": "any", "graph_dcp_piecewise": True},
      "'Pooling models do not support full cudagraphs' / DCP 'incompatible with full CUDA "
      "graphs. Overriding cudagraph_mode to PIECEWISE' (config/vllm.py)"),
+    ("0.11.1", "v1", {"uma_free_is_host_ram": True},
+     "integrated GPUs (compute capability 8.7, 11.0, 12.1): free memory is psutil's available "
+     "host RAM (utils/mem_utils.py; the reference says 0.20)"),
+    ("0.11.1", "v1", {"kv_memory_log": "v1_0111"},
+     "the --kv-cache-memory-bytes line: both figures %.2f, 'This does not' (gpu_worker.py)"),
     ("0.11.1", "v1", {"longrope_default_original": True},
      "LongRoPE: the default length is the config's original_max_position_embeddings "
      "(config/model.py)"),
@@ -395,7 +400,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.20.0", "v1", {"nemotron_ssm_default": "float32"},
      "NemotronH's default SSM dtype float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
-                      "uma_free_is_host_ram": True, "mamba_blocks_check": True}, "§1a, §10"),
+                      "mamba_blocks_check": True}, "§1a, §10"),
     ("0.20.1", "v1", {"dcp_log": None},
      "the token count is concurrency x length: no 'Multiplying' line (v1/core/kv_cache_utils.py)"),
     ("0.20.1", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
