@@ -181,16 +181,18 @@ def test_sampler_warmup_counts_the_captured_graph_pool_when_budgeted():
     assert p.outcome.ok and not p.outcome.risks
 
 
-def test_gpt_oss_captures_its_own_list_from_011():
-    """gpt-oss overrides the capture list (81 sizes up to 992) whatever max_num_seqs is; other
-    models capture min(2 x max_num_seqs, 512) tokens' worth of sizes (2 sizes at 1 seq)."""
+def test_gpt_oss_captures_its_own_list_from_0101():
+    """gpt-oss overrides the capture list (83 sizes up to 1024 in 0.10.1-0.10.2, 81 up to 992
+    from 0.11) whatever max_num_seqs is (models/config.py); other models capture
+    min(2 x max_num_seqs, 512) tokens' worth of sizes (2 sizes at 1 seq)."""
     from dataclasses import replace
     from vramguard.core import activation as act
     spec = replace(llama31_8b(), architecture="GptOssForCausalLM")
     s = Settings(max_model_len=8192, max_num_seqs=1)
     full = act.cuda_graph_bytes(32, 1024)
     assert plan(spec, s, H100, vllm_version="0.14.1").tightest.cuda_graph.value_bytes == full
-    small = plan(spec, s, H100, vllm_version="0.10.2").tightest.cuda_graph.value_bytes
+    assert plan(spec, s, H100, vllm_version="0.10.1").tightest.cuda_graph.value_bytes == full
+    small = plan(spec, s, H100, vllm_version="0.10.0").tightest.cuda_graph.value_bytes
     assert small == act.cuda_graph_bytes(32, 1) < full
     assert plan(llama31_8b(), s, H100, vllm_version="0.14.1").tightest.cuda_graph.value_bytes \
         == small

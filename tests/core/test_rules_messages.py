@@ -89,7 +89,7 @@ ROWS = {
     ("0.9.0", "v1"): dict(interleaved_swa_types=None, interleaved_swa_off="backend",
                           sched_defaults="v1_090", whole_gpu=True, cuda_graph_sizes_flag="max",
                           cudagraph_control="eager_only"),
-    ("0.9.0", "v0"): dict(cuda_graph_sizes_flag="max", cudagraph_control="eager_only",
+    ("0.9.0", "v0"): dict(cuda_graph_sizes_flag=None, cudagraph_control="eager_only",
                           auto_dtype_fallback=False),
     ("0.9.1", "v0"): dict(auto_dtype_fallback=True, bf16_msg_space=True, tokenizer_cap="all"),
     ("0.9.1", "v1"): dict(auto_dtype_fallback=True, whole_gpu=False, free_memory_check=True, msg_free_memory="no_device",

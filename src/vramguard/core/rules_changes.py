@@ -170,7 +170,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
      "--block-size choices from BlockSize = Literal[...] (config.py)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
-    ("0.9.0", "both", {"cuda_graph_sizes_flag": "max"},
+    ("0.9.0", "v1", {"cuda_graph_sizes_flag": "max"},
      "--cuda-graph-sizes: one value N captures 1, 2, 4 and multiples of 8 up to N, several "
      "are the list (config.py SchedulerConfig, VllmConfig._set_cudagraph_sizes)"),
     ("0.9.0", "v1", {"sched_defaults": "v1_090", "hybrid_kv_manager": True}, "§9"),
@@ -211,6 +211,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
      "--mamba-cache-dtype / --mamba-ssm-cache-dtype (config/cache.py MambaDType; "
      "mamba_utils.py MambaStateDtypeCalculator)"),
+    ("0.10.1", "v1", {"gpt_oss_capture_override": True},
+     "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
     ("0.10.1", "v1", {"v1_unchunked_tokens": "l", "sched_clamp_seqs": True},
      "without chunked prefill the batched tokens are max_model_len; default sequences at most "
      "the batched tokens (engine/arg_utils.py)"),
@@ -254,8 +256,6 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "inferred method: config/speculative.py)"),
     ("0.11.0", "v1", {"allreduce_in_n": "none"},
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
-    ("0.11.0", "v1", {"gpt_oss_capture_override": True},
-     "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
