@@ -249,6 +249,12 @@ ERRORS = [
     ("ValueError: Error in memory profiling. Initial free memory 30.0 GiB, current free memory "
      "31.5 GiB. This happens when other processes sharing the same container release GPU "
      "memory while vLLM is profiling during initialization.", "profiling_error", X.PROFILING),
+    ("AssertionError: Error in memory profiling. Initial free memory 84010434560, current free "
+     "memory 84546846720. This happens when the GPU memory was not properly cleaned up before "
+     "initializing the vLLM instance.", "profiling_error", X.PROFILING),       # 0.5.4-0.9.0
+    ("AssertionError: Error in memory profiling. Initial used memory 2147483648, currently used "
+     "memory 1073741824. This happens when the GPU memory was not properly cleaned up before "
+     "initializing the vLLM instance.", "profiling_error", X.PROFILING),       # v0 0.7-0.10.2
     ("ERROR Failed to load model - not enough GPU memory. Try lowering --gpu-memory-utilization "
      "to free memory for weights, increasing --tensor-parallel-size, or using --quantization. "
      "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more tips. "
@@ -455,3 +461,15 @@ def test_a_colour_code_inside_an_anchor_is_read_by_both_paths():
     fast, full = parse(data).to_dict(), parse(data, full=True).to_dict()
     assert fast["phase"] == full["phase"] == "kv_allocation"
     assert fast["kv_cache_tokens"] == full["kv_cache_tokens"] == 365968
+
+
+def test_the_older_profiling_asserts_keep_their_figures():
+    """v0 0.5.4-0.6.6 and v1 0.7.0-0.9.0 print the free memory in bytes, v0 0.7.0-0.10.2 the
+    used memory (worker.py / gpu_worker.py)."""
+    ex = parse_text("AssertionError: Error in memory profiling. Initial free memory 84010434560, "
+                    "current free memory 84546846720. This happens when the GPU memory was not "
+                    "properly cleaned up before initializing the vLLM instance.\n")
+    assert ex.errors[0].numbers == {"initial_free_gib": 78.24, "current_free_gib": 78.74}
+    ex = parse_text("AssertionError: Error in memory profiling. Initial used memory 2147483648, "
+                    "currently used memory 1073741824. This happens when ...\n")
+    assert ex.errors[0].numbers == {"initial_used_gib": 2.0, "current_used_gib": 1.0}

@@ -356,6 +356,16 @@ class LineHandlers:
             self._error("profiling_error", msg, X.PROFILING, initial_free_gib=_f(m.group(1)),
                         current_free_gib=_f(m.group(2)))
             return True
+        m = P.PROFILE_ERR_BYTES.search(msg)
+        if m:
+            what = m.group(1)
+            self._error("profiling_error", msg, X.PROFILING,
+                        **{f"initial_{what}_gib": round(int(m.group(2)) / 2**30, 2),
+                           f"current_{what}_gib": round(int(m.group(3)) / 2**30, 2)})
+            return True
+        if P.PROFILE_ERR_BARE.search(msg):
+            self._error("profiling_error", msg, X.PROFILING)
+            return True
         m = P.SWAP.search(msg)
         if m:
             self._error("swap_space", msg, None, swap_gib=_f(m.group(1)), cpu_gib=_f(m.group(2)))

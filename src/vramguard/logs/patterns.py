@@ -126,6 +126,11 @@ SAMPLER = re.compile(r"out of memory occurred when warming up (sampler|pooler) w
 MAMBA = re.compile(r"max_num_seqs \((\d+)\) exceeds available Mamba cache blocks(?: \((\d+)\))?")
 PROFILE_ERR = re.compile(r"Error in memory profiling\.\s*Initial free memory\s+" + NUM
                          + r"\s*GiB, current free memory\s+" + NUM + r"\s*GiB")
+# ... the older forms: free memory in bytes (v0 0.5.4-0.6.6, v1 0.7.0-0.9.0), used memory in
+# bytes (v0 0.7.0-0.10.2), none (v0 0.4.0-0.5.3)
+PROFILE_ERR_BYTES = re.compile(r"Error in memory profiling\.\s*Initial (free|used) memory\s+(\d+)"
+                               r",\s*current(?:ly)? (?:free|used) memory\s+(\d+)")
+PROFILE_ERR_BARE = re.compile(r"Error in memory profiling\.")
 SWAP = re.compile(r"Too large swap space\.\s*" + NUM + r" GiB out of the " + NUM + r" GiB")
 MAX_LEN_CONFIG = re.compile(r"User-specified max_model_len \((\d+)\) is greater than the derived")
 # vLLM rejecting --block-size: argparse choices (<= 0.17), the v1 CUDA attention backends
