@@ -11,8 +11,8 @@ from vramguard.core.gpu_catalog import list_gpus, lookup_gpu
 from vramguard.core.maxlen import derive_max_model_len, parse_len, resolve_max_model_len
 from vramguard.core.planner import NEWEST_VERSION, plan
 from vramguard.core.provenance import GIB
-from vramguard.core.rules import (VERSION_TABLE, engines_for, parse_version, resolve_rules,
-                                  scheduler_defaults)
+from vramguard.core.rules import VERSION_TABLE, engines_for, parse_version, resolve_rules
+from vramguard.core.sched import scheduler_defaults
 from vramguard.core.rules_changes import FLAG_RELEASES, SPELLING_RELEASES
 from vramguard.core.settings import Settings
 from vramguard.errors import UsageError

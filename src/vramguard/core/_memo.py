@@ -33,6 +33,7 @@ from operator import attrgetter
 from . import kv as _kv
 from . import maxlen as _maxlen
 from . import rules as _rules
+from . import sched as _sched_rules
 from . import weights as _weights
 from .model import MAMBA, ModelSpec
 from .settings import Settings
@@ -400,13 +401,14 @@ _sched: dict = {}                 # scheduler_defaults: not per model
 
 def scheduler_defaults(rules, gpu_name: str, total_gib: float, *, entrypoint: str = "serve",
                        device: str = "cuda", world_size: int = 1) -> tuple[int, int]:
-    """`rules.scheduler_defaults`, cached on every argument (the row by identity)."""
+    """`sched.scheduler_defaults`, cached on every argument (the row by identity)."""
     if not _enabled:
-        return _rules.scheduler_defaults(rules, gpu_name, total_gib, entrypoint=entrypoint,
-                                         device=device, world_size=world_size)
+        return _sched_rules.scheduler_defaults(rules, gpu_name, total_gib,
+                                               entrypoint=entrypoint, device=device,
+                                               world_size=world_size)
     if len(_sched) >= MAX_ENTRIES_PER_TABLE:
         _sched.clear()
     return _lookup_by_id(_sched, rules, (gpu_name, total_gib, entrypoint, device, world_size),
-                         lambda: _rules.scheduler_defaults(rules, gpu_name, total_gib,
-                                                           entrypoint=entrypoint, device=device,
-                                                           world_size=world_size))
+                         lambda: _sched_rules.scheduler_defaults(
+                             rules, gpu_name, total_gib, entrypoint=entrypoint, device=device,
+                             world_size=world_size))

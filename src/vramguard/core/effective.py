@@ -15,7 +15,8 @@ from .gpu import GpuSpec
 from .maxlen import DerivedLen, apply_user_len
 from .model import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from .provenance import GIB, Source
-from .rules import V0_CHUNKED_AUTO_ABOVE, VllmRules, v0_scheduler_defaults
+from .rules import VllmRules
+from .sched import V0_CHUNKED_AUTO_ABOVE, v0_scheduler_defaults
 from .settings import Settings
 
 __all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "flag_dicts",

@@ -125,7 +125,8 @@ def _scheduler_defaults(ex: Extracted, version, total, world: int):
     if version is None or total is None or ex.engine == "v0":
         return None, None
     try:
-        from ..core.rules import resolve_rules, scheduler_defaults
+        from ..core.rules import resolve_rules
+        from ..core.sched import scheduler_defaults
         rules = resolve_rules(".".join(map(str, version)), "v1")
         return scheduler_defaults(rules, ex.gpu_name or "", total,
                                   device="cpu" if ex.device == "cpu" else "cuda",
