@@ -96,12 +96,12 @@ def test_bad_input(capsys, argv, needle):
 
 
 def test_a_model_vllm_rejects_gets_one_sentence_and_the_fix(capsys):
-    rc, out, err = run(capsys, "--models", "tiiuae/falcon-mamba-7b", "--gpus", "T4",
-                       "--max-model-len", "4096", "--format", "json", "--offline")
+    rc, out, err = run(capsys, "--models", "Qwen/Qwen2.5-0.5B", "--gpus", "T4",
+                       "--max-model-len", "65536", "--format", "json", "--offline")
     assert rc == 0, err
     error = json.loads(out)["rows"][0]["error"]
-    assert error.startswith("User-specified max_model_len (4096) is greater than the derived")
-    assert error.endswith("Use --max-model-len 2048 or less")
+    assert error.startswith("User-specified max_model_len (65536) is greater than the derived")
+    assert error.endswith("Use --max-model-len 32768 or less")
     assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in error      # the rest is in `vramguard plan`
 
 
