@@ -277,7 +277,7 @@ class NvmlSession:
         except lib.NVMLError as exc:
             if _code(exc) != NOT_SUPPORTED:
                 raise _error_for(_code(exc), "read GPU memory", where) from None
-        # NOTE: unified-memory devices (GB10, Jetson) have no NVML memory info; vLLM 0.20+
+        # NOTE: unified-memory devices (GB10, Jetson) have no NVML memory info; vLLM 0.11.1+
         # counts host RAM as free memory there, so do we.
         total, available = self._host_memory()
         notes.append("unified memory: NVML has no memory info, using host RAM")
