@@ -250,6 +250,14 @@ def spec_for(case: dict, config_dirs=None):
         from vramguard.sources.quant import quant_from_config
         spec = replace(spec, quant=quant_from_config(
             {"quant_method": "modelopt", "quant_algo": "NVFP4"}, where=case["id"]))
+    if (spec.quant is None and _first_word(qtext) == "fp8"
+            and "fp8" in (case.get("model") or "").lower()):
+        # NOTE: the served checkpoint is FP8-serialized (its name says so) where the config is
+        # the base model's: emulate its quantization_config, not online `--quantization fp8`
+        # (which loads 16-bit weights first)
+        from vramguard.sources.quant import quant_from_config
+        spec = replace(spec, quant=quant_from_config(
+            {"quant_method": "fp8", "activation_scheme": "dynamic"}, where=case["id"]))
     if spec.quant is not None and re.search(r"fp4 experts|expert_dtype fp4", qtext):
         spec = replace(spec, quant=replace(spec.quant, expert_bytes_per_param=0.53125))
     return spec

@@ -302,7 +302,10 @@ def test_a_gpu_below_the_methods_minimum_is_refused_in_vllms_words():
         plan(spec, Settings(quantization="fp8"), t4, vllm_version="0.13.0")
     assert "vLLM 0.14.0 and newer run it on this GPU" in exc.value.fix
     short = Settings(quantization="fp8", max_model_len=4096)
-    assert plan(spec, short, t4, vllm_version="0.14.0").outcome.ok
+    assert plan(spec, short, t4, vllm_version="0.16.0").outcome.ok
+    # NOTE: up to 0.15 online FP8 allocates every layer in 16-bit at init (quantization/fp8.py):
+    # the 8B model's 15 GiB of bf16 weights do not fit on the T4 then
+    assert plan(spec, short, t4, vllm_version="0.14.0").outcome.failure == "weights_oom"
 
 
 def test_a_checkpoints_method_is_checked_too():

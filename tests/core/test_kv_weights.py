@@ -730,3 +730,29 @@ def test_hybrid_page_alignment_by_release_and_gpu():
     assert [kv.hybrid_alignment(mla, resolve_rules(v), (9, 0), 64)
             for v in ("0.11.0", "0.11.1", "0.19.0", "0.20.0")] == [128, 64, 64, 64]
     assert kv.hybrid_alignment(mla, resolve_rules("0.20.0"), (9, 0), 16) == 16
+
+
+def test_routed_experts_split_over_tp_times_dp_with_or_without_expert_parallel():
+    """fused_moe/layer.py (0.8+): without expert parallelism the MoE layer flattens TP x DP
+    into one tensor-parallel group, so each rank holds 1/(TP x DP) of the experts either way;
+    attention and dense layers stay split by TP."""
+    from vramguard.sources.resolve import load_model_spec
+    spec = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True)
+
+    def w(**flags):
+        return weights_per_rank(spec, Settings(**flags))[0].bytes
+    dp2 = w(data_parallel_size=2)
+    assert dp2 == w(data_parallel_size=2, enable_expert_parallel=True)
+    assert dp2 < 0.55 * w()
+
+
+def test_mxfp4_marlin_pads_the_expert_size_to_128():
+    """quantization/mxfp4.py: before Hopper (Marlin) the per-rank expert intermediate size is
+    rounded up to 128 and the hidden size to 256; Hopper's Triton path to 256."""
+    from vramguard.core.weights import _expert_padding
+    from vramguard.sources.resolve import load_model_spec
+    spec = load_model_spec("openai/gpt-oss-20b", offline=True)     # 2880 x 2880
+    marlin = _expert_padding(spec, spec.quant, 1, (8, 0))
+    triton = _expert_padding(spec, spec.quant, 1, (9, 0))
+    assert abs(marlin - (2944 / 2880) * (3072 / 2880)) < 1e-9
+    assert abs(triton - 3072 / 2880) < 1e-9

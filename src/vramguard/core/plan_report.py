@@ -323,8 +323,11 @@ class PlanReport:
                        f"model's derived maximum ({self.derived.key}={self.derived.limit}); vLLM "
                        "only warns, and positions beyond it may give wrong outputs.")
         if self._load_transient():
-            out.append("Online FP8 materializes each layer in 16-bit while loading (up to 0.18): "
-                       f"~{g(self._load_transient())} more at the load peak.")
+            what = ("every layer in 16-bit at init (up to 0.15)"
+                    if self.rules.online_fp8_bf16_load_peak == "whole"
+                    else "each layer in 16-bit while loading (0.16-0.18)")
+            out.append(f"Online FP8 materializes {what}: ~{g(self._load_transient())} more at "
+                       "the load peak.")
         if cap is not None:
             # NOTE: DeepSeek-V4's groups have their own blocks and pages (`_csa_notes`).
             wider = sorted({g.block_size for g in st.layout.groups if g.block_size}

@@ -37,7 +37,7 @@ from .settings import Settings
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, sampler_copies
 from .validation import validate_searched
-from .weights import draft_bytes, runtime_dtype_bytes
+from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
 
 __all__ = ["plan", "screen", "family_of", "free_at_start", "resolve_rules", "NEWEST_VERSION",
            "PlanHooks"]
@@ -357,14 +357,20 @@ class _Walk(PlanReport):
         self._failed(F.FREE_MEMORY_BELOW_REQUEST, text)
 
     def _load_transient(self) -> int:
-        """Online FP8 up to 0.18 materializes each tensor in 16-bit first (§8): the largest
-        layer's linear weights cost one extra byte per parameter while loading."""
-        if (not self.rules.online_fp8_bf16_load_peak or self.spec.quant is not None
+        """Online FP8 materializes the weights in 16-bit first (§8; `rules.
+        online_fp8_bf16_load_peak`): every layer's at init up to 0.15 (one extra byte per
+        quantized parameter of the first stage), the largest layer's in 0.16-0.18."""
+        mode = self.rules.online_fp8_bf16_load_peak
+        if (not mode or self.spec.quant is not None or not self.spec.layers
                 or (self.s.quantization or "").lower() != "fp8"):
             return 0
         tp = self.s.tensor_parallel_size
-        return max((l.params.total() - l.params.norms - l.params.router) // tp
-                   for l in self.spec.layers) if self.spec.layers else 0
+        per_layer = [(l.params.total() - l.params.norms - l.params.router) // tp
+                     for l in self.spec.layers]
+        if mode == "layer":
+            return max(per_layer)
+        start, end = pp_layer_split(self.spec.num_layers, self.s.pipeline_parallel_size)[0]
+        return sum(per_layer[start:end])
 
     def _load_and_profile(self) -> None:
         extra = self._load_transient()

@@ -75,7 +75,10 @@ class VllmRules:
     # `is_integrated_gpu`) free memory is the host's available RAM (utils/mem_utils.py)
     uma_free_is_host_ram: bool = False
     profile_assert_ge: bool = False          # 0.16+: F_s >= free_after_profile
-    online_fp8_bf16_load_peak: bool = True   # ≤0.18: online FP8 loads each tensor in 16-bit
+    # online FP8 (--quantization fp8 on a 16-bit checkpoint) while loading: "whole" (up to
+    # 0.15: every layer's weights allocated in 16-bit at init), "layer" (0.16-0.18: each
+    # layer materialized in 16-bit just in time), None (0.19+) (quantization/fp8.py)
+    online_fp8_bf16_load_peak: str | None = "whole"
     # fp32 logit copies (reqs × vocab) the profile run's dummy sampler holds at its peak:
     # v0 samples with top_k = vocab − 1 (sort path); v1 ~2 copies, ~8 in 0.11-0.16 (fitted,
     # docs/accuracy.md; the same counts read from the code: the sort path's values, int64

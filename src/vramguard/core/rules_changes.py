@@ -351,6 +351,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.16.0", "v1", {"online_fp8_bf16_load_peak": "layer"},
+     "online FP8 weights on the meta device, materialized in 16-bit layer by layer just in "
+     "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),
     ("0.16.0", "v1", {"profile_assert_ge": True},
      "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
     ("0.17.0", "v1", {"quant_flag_any_text": True},
@@ -382,7 +385,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.18.0", "v1", {"graph_budget": "estimated",
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
-    ("0.19.0", "v1", {"online_fp8_bf16_load_peak": False}, "layer-wise online FP8 (§8)"),
+    ("0.19.0", "v1", {"online_fp8_bf16_load_peak": None}, "layer-wise online FP8 (§8)"),
     ("0.19.0", "v1", {"mla_flashinfer_nope": (64, 128, 192)},
      "FlashInfer MLA takes qk_nope_head_dim 192 (v1/attention/backends/mla/flashinfer_mla.py)"),
     ("0.19.0", "v1", {"kv_skip_layers": True},

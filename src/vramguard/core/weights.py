@@ -25,7 +25,9 @@ _GIB = 1 << 30
 METHOD_BYTES_PER_PARAM = {
     "fp8": 1.0, "fbgemm_fp8": 1.0, "ptpc_fp8": 1.0, "modelopt": 1.0, "compressed-tensors": 1.0,
     "awq": 0.52, "awq_marlin": 0.52, "gptq": 0.52, "gptq_marlin": 0.52, "marlin": 0.52,
-    "auto_round": 0.52, "bitsandbytes": 0.53, "mxfp4": 0.53, "nvfp4": 0.5625,
+    # NOTE: online bitsandbytes quantizes with compress_statistics (double quant): 0.5 +
+    # 1/64 + 4/16384 bytes per parameter (model_loader/bitsandbytes_loader.py)
+    "auto_round": 0.52, "bitsandbytes": 0.516, "mxfp4": 0.53, "nvfp4": 0.5625,
     "modelopt_fp4": 0.5625, "experts_int8": 1.0, "int8": 1.0, "gguf": 0.5625,
 }
 
@@ -81,13 +83,16 @@ def effective_quant(spec: ModelSpec, settings: Settings) -> QuantSpec | None:
 
 def _expert_padding(spec: ModelSpec, quant: QuantSpec | None, tp: int,
                     compute_capability: tuple[int, int] | None) -> float:
-    """MXFP4 MoE kernels pad the per-rank expert intermediate size to a multiple of 256
-    (and, on the Marlin path used before Hopper, the hidden size too)."""
+    """MXFP4 MoE kernels pad the per-rank expert intermediate size to a multiple of 256;
+    the Marlin path used before Hopper to a multiple of 128, and the hidden size to 256
+    (quantization/mxfp4.py `round_up`)."""
     if not quant or quant.method != "mxfp4" or spec.moe is None:
         return 1.0
     inter = max(1, spec.moe.moe_intermediate_size // max(1, tp))
-    f = -(-inter // 256) * 256 / inter
-    if compute_capability is not None and compute_capability < (9, 0):
+    marlin = compute_capability is not None and compute_capability < (9, 0)
+    step = 128 if marlin else 256
+    f = -(-inter // step) * step / inter
+    if marlin:
         h = max(1, spec.hidden_size)
         f *= -(-h // 256) * 256 / h
     return f
@@ -126,7 +131,10 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     `layer_index(spec)` when the caller has it."""
     pp_rank, pp = tp_rank_stage
     tp = settings.tensor_parallel_size
-    ep = tp * settings.data_parallel_size if settings.enable_expert_parallel else tp
+    # NOTE: routed experts are split over TP x DP ranks with or without expert parallelism:
+    # without it the MoE layer flattens TP x DP into one tensor-parallel group
+    # (fused_moe/layer.py `flatten_tp_size`, 0.8+)
+    ep = tp * settings.data_parallel_size
     lin = quant.linear_bytes_per_param if quant else dtype_b
     exp_b = (quant.expert_bytes_per_param if quant and quant.expert_bytes_per_param
              else lin)
