@@ -58,3 +58,36 @@ def test_0_20_1_counts_tokens_as_concurrency_times_length():
         expect = (kv.num_blocks * kv.block_size if formula == "blocks"
                   else int(kv.max_concurrency * 5000))
         assert kv.tokens == expect, version
+
+
+def test_the_fit_check_sums_what_each_release_sums():
+    """v1/core/kv_cache_utils.py: 0.7-0.13 each layer's own spec (a sliding window keeps its
+    cap even where the pool treats the layer as full; no padding layers), 0.14-0.18 the first
+    group's blocks times the group count's pages, 0.19+ every group's blocks."""
+    from core_specs import dense
+    from vramguard.core import kv
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.stage_terms import fixed_terms
+    gemma3 = dense(model_type="gemma3_text", window=1024, window_every=6, max_pos=131072,
+                   layers=62)                  # 5 sliding : 1 full
+    L, sliding, full = 131072, 52, 10
+    bpt = 2 * 8 * 128 * 2                      # per layer: K and V, 8 heads x 128, bf16
+    window_blocks = kv.cdiv(1024 - 1 + 2048, 16) + 1
+    s = pinned(max_model_len=L)
+    shape = fixed_terms(gemma3, s, resolve_rules("0.13.0"), H100, "cuda")[0][0][4]
+    shape = kv.with_inflight(shape, 2048)
+    assert shape.check_bytes(L, "layers") == (full * L + sliding * window_blocks * 16) * bpt
+    first = shape.check_bytes(L, "first_group")
+    assert first == window_blocks * shape.page_size_bytes
+    assert first < shape.check_bytes(L, "layers") < shape.check_bytes(L, "groups")
+    assert [resolve_rules(v, "v1").kv_fit_check for v in ("0.7.0", "0.13.0", "0.14.0",
+                                                          "0.18.0", "0.19.0")] == \
+        ["layers", "layers", "first_group", "first_group", "groups"]
+    # the planner checks with the release's sum: a pool between the first group's need and
+    # every group's starts on 0.14 and fails on 0.19
+    for version, ok in (("0.14.0", True), ("0.19.0", False)):
+        lay = kv.with_inflight(fixed_terms(gemma3, s, resolve_rules(version), H100,
+                                           "cuda")[0][0][4], 2048)
+        pool = (lay.check_bytes(L, "first_group") + lay.check_bytes(L, "groups")) // 2
+        forced = pinned(max_model_len=L, kv_cache_memory_bytes=pool)
+        assert plan(gemma3, forced, H100, vllm_version=version).outcome.ok is ok, version

@@ -88,6 +88,9 @@ class KvLayout:
     # sharded); the pool's blocks and pages are unchanged
     cp_shard: int = 1
     # attention layers whose KV is in the quantized format (not kept at the model dtype by
+    # the layers as their own specs for the fit check of 0.7-0.13 (`check_bytes`): (kind as
+    # the model declares it, window, layers, bytes per token; MAMBA: one page per layer)
+    layer_terms: tuple[tuple[str, int | None, int, int], ...] = ()
     # --kv-cache-dtype-skip-layers / TurboQuant's boundary layers): their init buffers
     quantized_layers: int = 0
 
@@ -106,6 +109,28 @@ class KvLayout:
         if per_request is None:
             per_request = self.blocks_per_request(max_model_len)
         return per_request * (self.check_block_bytes or self.page_size_bytes)
+
+    def check_bytes(self, max_model_len: int, mode: str = "groups",
+                    per_request: int | None = None) -> int:
+        """The bytes vLLM's fit check asks for one request (`rules.kv_fit_check`): "groups"
+        (0.19+: every group's blocks), "first_group" (0.14-0.18: the first group's blocks x
+        the group count's pages), "layers" (0.7-0.13: each layer's own spec before grouping,
+        its window cap kept, no padding layers)."""
+        if mode == "first_group" and len(self.groups) > 1 and not self.group_page_bytes:
+            g = self.groups[0]
+            return (_group_blocks(g, max_model_len, self.block_size, self.inflight_tokens,
+                                  self.cp_shard) * self.page_size_bytes)
+        if mode == "layers" and self.layer_terms:
+            b, total = self.block_size, 0
+            for kind, window, n, bpt in self.layer_terms:
+                if kind == MAMBA:
+                    total += n * self.mamba_page_bytes
+                    continue
+                g = KvGroup(kind if window else FULL, n, n, window)
+                total += n * _group_blocks(g, max_model_len, b, self.inflight_tokens,
+                                           self.cp_shard) * b * bpt
+            return total
+        return self.needed_bytes(max_model_len, per_request)
 
     def concurrency_blocks(self, max_model_len: int, per_request: int | None = None) -> int:
         """Blocks per request in vLLM's maximum-concurrency figure (page-weighted where the
@@ -387,6 +412,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     per_layer_bpt = 0
     mamba_page = 0
     quantized = 0
+    terms: dict[tuple[str, int | None, int], int] = {}     # (kind, window, bpt) -> layers
     skip = skip_layers(spec, settings, rules, kv_dtype_name)
     marked = _mark_skipped(spec, layer_range, runs, skip)
     # NOTE: one pass per distinct spec for its `n` layers: the same result as one pass per
@@ -402,6 +428,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                     a.mamba, tp, mamba_state_dtype_bytes(a.mamba, settings, rules, mamba_bytes),
                     settings.num_speculative_tokens))
             kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + n
+            terms[(MAMBA, None, 0)] = terms.get((MAMBA, None, 0), 0) + n
             continue
         bpt = _attn_bpt(a, tp, mamba_bytes if full else kv_bytes,
                         "auto" if full else kv_dtype_name)
@@ -416,6 +443,10 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
             # NOTE: before MLA support (v0 < 0.7.1) DeepSeek-V2 used full heads padded to 256.
             heads = max(1, spec.num_attention_heads // tp)
             bpt = heads * 2 * 256 * kv_bytes
+        raw_window = (a.sliding_window_tokens if a.kind == SLIDING else
+                      a.chunk_size_tokens if a.kind == CHUNKED else None)
+        tkey = (a.kind if raw_window else kind, raw_window, bpt)
+        terms[tkey] = terms.get(tkey, 0) + n
         attn_bpt += bpt * n     # NOTE: whole bytes (int dtype sizes): exact
         per_layer_bpt = max(per_layer_bpt, bpt)
         window = a.sliding_window_tokens if kind == SLIDING else (
@@ -451,7 +482,8 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         page = b * attn_bpt
         return KvLayout(block_size=b, page_size_bytes=page, bytes_per_token=attn_bpt,
                         groups=groups, attn_page_per_token_layer=per_layer_bpt,
-                        inflight_tokens=inflight, quantized_layers=quantized)
+                        inflight_tokens=inflight, quantized_layers=quantized,
+                        layer_terms=_terms(terms))
     # Grouped (hybrid or mixed attention): equal-size groups, padding layers added.
     counts = sorted(kinds.values())
     lo, hi = counts[0], counts[-1]
@@ -478,7 +510,12 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                     mamba_page_bytes=mamba_page, mamba_padding_pct=pad_pct,
                     block_size_enlarged=enlarged, padding_layers=padding,
                     inflight_tokens=inflight, attention_free=n_attn == 0 and not has_mamba,
-                    quantized_layers=quantized)
+                    quantized_layers=quantized, layer_terms=_terms(terms))
+
+
+def _terms(terms: dict) -> tuple[tuple[str, int | None, int, int], ...]:
+    """`KvLayout.layer_terms` from (kind, window, bytes per token) -> layers."""
+    return tuple((k, w, n, bpt) for (k, w, bpt), n in terms.items())
 
 
 def _mark_skipped(spec: ModelSpec, layer_range: tuple[int, int], runs,
@@ -535,16 +572,18 @@ def _unified_block_size(b: int, page_bpt: int, bpt: int) -> int | None:
 
 # ---- capacity --------------------------------------------------------------------------
 
-def estimate_max_len(layout: KvLayout, avail_bytes: int, max_model_len: int) -> int:
-    """vLLM's binary search over [1, L] for the largest L' whose one request fits (0: none)."""
+def estimate_max_len(layout: KvLayout, avail_bytes: int, max_model_len: int,
+                     mode: str = "groups") -> int:
+    """vLLM's binary search over [1, L] for the largest L' whose one request fits (0: none);
+    `mode`: the release's fit check (`KvLayout.check_bytes`)."""
     if layout.page_size_bytes <= 0:
         return max_model_len
-    if layout.needed_bytes(1) > avail_bytes:
+    if layout.check_bytes(1, mode) > avail_bytes:
         return 0
     lo, hi = 1, max_model_len
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if layout.needed_bytes(mid) <= avail_bytes:
+        if layout.check_bytes(mid, mode) <= avail_bytes:
             lo = mid
         else:
             hi = mid - 1

@@ -495,8 +495,8 @@ class PlanReport:
         elif f == F.NO_KV_MEMORY and self.forced_pool_free_bytes is not None:
             out.extend(self._forced_pool_fixes())
         elif f in (F.NO_KV_MEMORY, F.KV_BELOW_MAX_MODEL_LEN):
-            need = st.layout.needed_bytes(self.L) + (st.layout.page_size_bytes
-                                                     if rules.null_block_in_check else 0)
+            need = st.layout.check_bytes(self.L, rules.kv_fit_check) + (
+                st.layout.page_size_bytes if rules.null_block_in_check else 0)
             u = util_for(need - st.kv)
             if u is not None:
                 out.append(Fix(f"raise --gpu-memory-utilization to {u:.2f}",

@@ -419,7 +419,8 @@ class _Walk(PlanReport):
                     self._failed(F.NO_KV_MEMORY, msg.no_kv_message(rules))
                     return None
             if s.max_model_len_auto:
-                fit = min(kvm.estimate_max_len(st.layout, self._avail(st), self.L) for st in stages)
+                fit = min(kvm.estimate_max_len(st.layout, self._avail(st), self.L,
+                                               rules.kv_fit_check) for st in stages)
                 if fit <= 0:
                     self._failed(F.NO_KV_MEMORY, msg.autofit_fail_message())
                     return None
@@ -433,12 +434,14 @@ class _Walk(PlanReport):
                 self.L = fit
                 self.eff.set("max_model_len", fit, DERIVED)
             for st in stages:
-                need = st.layout.needed_bytes(self.L, self._per_request(st.layout))
+                need = st.layout.check_bytes(self.L, rules.kv_fit_check,
+                                             self._per_request(st.layout))
                 avail = self._avail(st)
                 if need > avail:
                     est = None
                     if rules.estimate_max_len != "none":
-                        est = kvm.estimate_max_len(st.layout, avail, self.L) or None
+                        est = kvm.estimate_max_len(st.layout, avail, self.L,
+                                                   rules.kv_fit_check) or None
                     self.est_len = est
                     self._failed(F.KV_BELOW_MAX_MODEL_LEN,
                                  msg.fit_message(rules, self.L, need, avail, est))

@@ -195,6 +195,9 @@ class VllmRules:
     kv_group_max_ratio: float = 1.25
     concurrency_formula: str = "blocks_b_over_len"   # | "blocks_over_per_request" (0.9.1+)
     estimate_max_len: str = "none"           # "none" | "lost" (0.8.4-0.9.0) | "yes"
+    # what v1's fit check sums (`kv.KvLayout.check_bytes`): "layers" (0.7-0.13: each layer's
+    # own spec), "first_group" (0.14-0.18: group 0's blocks), "groups" (0.19+: every group)
+    kv_fit_check: str = "groups"
     group_aware_check: bool = False          # 0.14+
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks

@@ -100,6 +100,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.0", "v1", {"kv_group_max_ratio": 1.0},
      "hybrid / mixed-attention group size: the smallest layer count (kv_cache_utils.py "
      "_get_kv_cache_groups_uniform_page_size, checked in 0.9.2-0.11.0)"),
+    ("0.7.0", "v1", {"kv_fit_check": "layers"},
+     "the fit check sums every layer's own spec before grouping (check_enough_kv_cache_memory)"),
     ("0.7.0", "v1", {"v1_forced_chunked": "all", "kv_memory_log": "v1_0102"},
      "'V1 always uses chunked prefills' (engine/arg_utils.py)"),
     ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
@@ -326,6 +328,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
+    ("0.14.0", "v1", {"kv_fit_check": "first_group"},
+     "the fit check on the groups: group_size x page x the first group's blocks "
+     "(kv_cache_utils.py _max_memory_usage_bytes_from_groups)"),
     ("0.14.0", "v1", {"allow_deprecated_quant_flag": True},
      "DEPRECATED_QUANTIZATION_METHODS refused without --allow-deprecated-quantization "
      "(config/model.py _verify_quantization)"),
@@ -386,6 +391,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": None}, "layer-wise online FP8 (§8)"),
+    ("0.19.0", "v1", {"kv_fit_check": "groups"},
+     "... every group's blocks summed (kv_cache_utils.py)"),
     ("0.19.0", "v1", {"mla_flashinfer_nope": (64, 128, 192)},
      "FlashInfer MLA takes qk_nope_head_dim 192 (v1/attention/backends/mla/flashinfer_mla.py)"),
     ("0.19.0", "v1", {"kv_skip_layers": True},
