@@ -756,3 +756,33 @@ def test_mxfp4_marlin_pads_the_expert_size_to_128():
     triton = _expert_padding(spec, spec.quant, 1, (9, 0))
     assert abs(marlin - (2944 / 2880) * (3072 / 2880)) < 1e-9
     assert abs(triton - 3072 / 2880) < 1e-9
+
+
+def test_mla_and_chunked_local_attention_by_release():
+    """DeepSeek without MLA: full heads of qk_nope + qk_rope (192), padded to 256 only up to
+    0.6 (config.py get_head_size); V1 has MLA from 0.8.0. Llama 4's chunked-local layers: full
+    attention in V1 before 0.10.0 (no ChunkedLocalAttentionSpec), and again in 0.10.1-0.13
+    where the hybrid manager is turned off for them unless
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1."""
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.sources.resolve import load_model_spec
+    h100 = lookup_gpu("H100-80GB")
+    ds = load_model_spec("deepseek-ai/DeepSeek-V2-Lite-Chat", offline=True)
+    s = Settings(max_model_len=8192)
+
+    def bpt(version, engine):
+        return plan(ds, s, h100, vllm_version=version, engine=engine).kv.bytes_per_token
+    heads = ds.num_attention_heads
+    assert bpt("0.6.6", "v0") == heads * 2 * 256 * 2 * 27
+    assert bpt("0.7.0", "v0") == bpt("0.7.0", "v1") == heads * 2 * 192 * 2 * 27
+    assert bpt("0.7.3", "v1") == bpt("0.7.0", "v1") > bpt("0.8.0", "v1")
+    scout = load_model_spec("meta-llama/Llama-4-Scout-17B-16E-Instruct", offline=True)
+    tp4 = Settings(tensor_parallel_size=4, max_model_len=65536,
+                   user_set=frozenset({"tensor_parallel_size", "max_model_len"}))
+
+    def conc(version, env=None):
+        return plan(scout, tp4, h100, vllm_version=version, env=env).kv.max_concurrency
+    chunked = conc("0.14.0")
+    assert conc("0.9.2") < chunked / 1.5 and conc("0.13.0") < chunked / 1.5
+    assert conc("0.10.0") > conc("0.9.2")
+    assert conc("0.13.0", {"VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "1"}) == chunked

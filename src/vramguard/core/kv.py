@@ -244,6 +244,8 @@ def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) ->
     if kind in (SLIDING, CHUNKED):
         if engine == "v0" or not rules.hybrid_kv_manager or settings.disable_hybrid_kv_cache_manager:
             return FULL
+        if kind == CHUNKED and (not rules.chunked_local_spec or rules.chunked_disables_hybrid):
+            return FULL
         if kind == SLIDING and settings.disable_sliding_window:
             return FULL
     return kind
@@ -440,9 +442,12 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         elif kind == MLA and mla_align_elems:
             bpt = cdiv(bpt // kv_bytes, mla_align_elems) * mla_align_elems * kv_bytes
         if a.kind == MLA and kind == FULL:
-            # NOTE: before MLA support (v0 < 0.7.1) DeepSeek-V2 used full heads padded to 256.
+            # NOTE: before MLA support (v0 < 0.7.1, v1 < 0.8) DeepSeek-V2 used full heads of
+            # qk_nope + qk_rope, padded to 256 for FlashAttention up to 0.6.
             heads = max(1, spec.num_attention_heads // tp)
-            bpt = heads * 2 * 256 * kv_bytes
+            width = 256 if rules.mla_full_head_pad else (
+                (a.mla_qk_nope_head_dim or 128) + (a.mla_rope_head_dim or 64))
+            bpt = heads * 2 * width * kv_bytes
         raw_window = (a.sliding_window_tokens if a.kind == SLIDING else
                       a.chunk_size_tokens if a.kind == CHUNKED else None)
         tkey = (a.kind if raw_window else kind, raw_window, bpt)

@@ -121,7 +121,13 @@ class VllmRules:
     block_size_prog: str = "api_server.py"
     block_size_positive: bool = False
     block_size_16: str | None = None
-    mla_supported: bool = False              # MLA latent cache (v0 0.7.1+, v1)
+    mla_supported: bool = False              # MLA latent cache (v0 0.7.1+, v1 0.8+)
+    mla_full_head_pad: bool = True           # without MLA: heads padded to 256 (up to 0.6)
+    # chunked-local attention (Llama 4) in v1: its own spec from 0.10.0 (full attention
+    # before); 0.10.1-0.13 turn the hybrid KV cache manager off for such models unless
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (`apply_env`), so full again
+    chunked_local_spec: bool = False
+    chunked_disables_hybrid: bool = False
     # MLA block size where no field below applies: v0, Ampere and older (Triton MLA), AMD,
     # unknown compute capability
     mla_block_size: int = 16
@@ -503,6 +509,7 @@ ENV_GRAPH_ESTIMATE = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 ENV_MODEL_RUNNER_V2 = "VLLM_USE_V2_MODEL_RUNNER"
 ENV_ALIGN_KV_CACHE = "VLLM_CUDA_MEM_ALIGN_KV_CACHE"
 ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+ENV_CHUNKED_HYBRID = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 
 
 def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
@@ -521,6 +528,8 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     if (_truthy(env.get(ENV_ALLOW_LONG, "0")) and rules.allow_long_env
             and not rules.allow_long_max_model_len):
         rules = replace(rules, allow_long_max_model_len=True)
+    if rules.chunked_disables_hybrid and _truthy(env.get(ENV_CHUNKED_HYBRID, "0")):
+        rules = replace(rules, chunked_disables_hybrid=False)
     if rules.engine != "v1":
         val = env.get(ENV_ALIGN_KV_CACHE)
         if val is not None and rules.v0_mla_align_bytes and not _truthy(val):

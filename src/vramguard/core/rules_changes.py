@@ -91,7 +91,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "Mamba state: 8192 + 2 slots with --enforce-eager (models/mamba_cache.py)"),
     ("0.6.6", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
-    ("0.7.0", "v1", {"whole_gpu": True, "mla_supported": True, "hybrid_kv_manager": False,
+    ("0.7.0", "both", {"mla_full_head_pad": False},
+     "without MLA, DeepSeek's KV heads are qk_nope + qk_rope (192) wide: the 256 padding for "
+     "FlashAttention ended with 0.6 (config.py get_head_size)"),
+    ("0.7.0", "v1", {"whole_gpu": True, "mla_supported": False, "hybrid_kv_manager": False,
                      "msg_fit": "v1_070", "log_capacity": "v1_blocks",
                      "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
      "v1 opt-in; whole-GPU budget (§1a)"),
@@ -151,6 +154,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.0", "both", {"mla_block_hopper": 64, "mla_user_block": "replace"},
      "FlashMLA forces 64-token blocks on Hopper, whatever --block-size says, for either engine "
      "(§4; platforms/cuda.py check_and_update_config, is_flashmla_supported: Hopper only)"),
+    ("0.8.0", "v1", {"mla_supported": True},
+     "V1 MLA latent cache (kv_cache_interface.py use_mla; V1 0.7 ran full heads)"),
     ("0.8.0", "v1", {"dp_forces_eager": True},
      "'Data Parallel: Forcing enforce eager to be True' (platforms/cuda.py)"),
     ("0.8.0", "v1", {"v1_falls_back_for_pooling": True},
@@ -175,10 +180,13 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.0", "v1", {"cuda_graph_sizes_flag": "max"},
      "--cuda-graph-sizes: one value N captures 1, 2, 4 and multiples of 8 up to N, several "
      "are the list (config.py SchedulerConfig, VllmConfig._set_cudagraph_sizes)"),
-    ("0.9.0", "v1", {"sched_defaults": "v1_090", "hybrid_kv_manager": True}, "§9"),
+    ("0.9.0", "v1", {"sched_defaults": "v1_090"}, "§9"),
     ("0.9.0", "both", {"interleaved_swa_types": None},
      "interleaved: a sliding_window_pattern or a list of windows (config.py), i.e. layers "
      "that mix sliding-window and full attention"),
+    ("0.9.1", "v1", {"hybrid_kv_manager": True},
+     "the hybrid KV cache manager (0.9.0 unifies sliding windows into full attention: "
+     "unify_hybrid_kv_cache_specs)"),
     ("0.9.1", "v1", {"dp_forces_eager": False},
      "data parallelism keeps CUDA graphs (eager only with DeepEP high-throughput kernels)"),
     ("0.9.1", "both", {"auto_dtype_fallback": True},
@@ -200,6 +208,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "v1", {"v1_forced_chunked": "non_pooling", "v1_falls_back_for_pooling": False},
      "pooling models run on V1, chunked prefill off by default (_set_default_args_v1)"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
+    ("0.10.0", "v1", {"chunked_local_spec": True},
+     "ChunkedLocalAttentionSpec (v1/kv_cache_interface.py; before, chunked layers are full)"),
     ("0.10.0", "both", {"draft_model": "none_0100"},
      "'Speculative decoding with draft model is not supported yet' (config.py "
      "SpeculativeConfig, engine/arg_utils.py); vllm/spec_decode (v0) removed"),
@@ -215,6 +225,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "mamba_utils.py MambaStateDtypeCalculator)"),
     ("0.10.1", "v1", {"gpt_oss_capture_override": True},
      "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
+    ("0.10.1", "v1", {"chunked_disables_hybrid": True},
+     "'There is a latency regression when using chunked local attention with the hybrid KV "
+     "cache manager. Disabling it, by default.' (config/__init__.py)"),
     ("0.10.1", "v1", {"v1_unchunked_tokens": "l", "sched_clamp_seqs": True},
      "without chunked prefill the batched tokens are max_model_len; default sequences at most "
      "the batched tokens (engine/arg_utils.py)"),
@@ -328,6 +341,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
+    ("0.14.0", "v1", {"chunked_disables_hybrid": False},
+     "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (envs.py)"),
     ("0.14.0", "v1", {"kv_fit_check": "first_group"},
      "the fit check on the groups: group_size x page x the first group's blocks "
      "(kv_cache_utils.py _max_memory_usage_bytes_from_groups)"),
