@@ -91,3 +91,40 @@ def test_the_fit_check_sums_what_each_release_sums():
         pool = (lay.check_bytes(L, "first_group") + lay.check_bytes(L, "groups")) // 2
         forced = pinned(max_model_len=L, kv_cache_memory_bytes=pool)
         assert plan(gemma3, forced, H100, vllm_version=version).outcome.ok is ok, version
+
+
+def test_speculative_decoding_terms_by_release_and_method():
+    """The model's own MTP layers draft only for the MTP methods (config/speculative.py); the
+    capture sizes grow with the speculative tokens from 0.13 (decode_query_len); GDN's conv
+    state keeps the speculative columns from 0.10.2, Mamba2's from 0.17 (mamba_utils.py); no
+    compute-capability fallback to V0 from 0.10.2 (engine/arg_utils.py)."""
+    from dataclasses import replace
+    from vramguard.core import activation as act
+    from vramguard.core import kv
+    from vramguard.core.model import MambaState
+    from vramguard.core.rules import resolve_rules
+    from vramguard.sources.resolve import load_model_spec
+    qwen35 = load_model_spec("Qwen/Qwen3.5-4B", offline=True)
+    assert qwen35.mtp_params
+
+    def run(method, version="0.30.0"):
+        s = Settings(num_speculative_tokens=2, speculative_method=method,
+                     user_set=frozenset({"num_speculative_tokens", "speculative_method"}))
+        return plan(qwen35, s, H100, vllm_version=version)
+    mtp, ngram = run("mtp"), run("ngram")
+    assert mtp.tightest.weights.value_bytes > ngram.tightest.weights.value_bytes
+    assert mtp.kv.bytes_per_token > ngram.kv.bytes_per_token
+    eight = load_model_spec("meta-llama/Llama-3.1-8B-Instruct", offline=True)
+    s = Settings(max_num_seqs=32, num_speculative_tokens=3, speculative_method="ngram",
+                 user_set=frozenset({"max_num_seqs", "num_speculative_tokens",
+                                     "speculative_method"}))
+    g12 = plan(eight, s, H100, vllm_version="0.12.0").tightest.cuda_graph.value_bytes
+    g13 = plan(eight, s, H100, vllm_version="0.13.0").tightest.cuda_graph.value_bytes
+    assert g12 == act.cuda_graph_bytes(32, 32) < g13 == act.cuda_graph_bytes(32, 32, 3)
+    m2 = MambaState(kind="mamba2", conv_shape=(8192, 4), ssm_shape=(128, 64, 128))
+    grow = [kv.mamba_page_bytes(m2, 1, (2, 4), 2, resolve_rules(v).conv_spec_kinds)
+            for v in ("0.16.0", "0.17.0")]
+    assert grow[0] < grow[1]
+    t4 = lookup_gpu("T4")
+    assert plan(eight, pinned(max_model_len=2048), t4, vllm_version="0.10.1").engine == "v0"
+    assert plan(eight, pinned(max_model_len=2048), t4, vllm_version="0.10.2").engine == "v1"

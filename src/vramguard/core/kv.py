@@ -14,7 +14,7 @@ from ._frozen import replacer
 from .kv_quant import (PER_TOKEN_HEAD, TURBOQUANT, aligned_block_size, packed_head_bytes,
                        skip_layers)
 from .rules import VllmRules
-from .settings import Settings
+from .settings import Settings, uses_mtp
 
 _FP8 = {"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"}
 # packed MLA layouts: bytes per token per layer regardless of the latent size (§4)
@@ -256,12 +256,13 @@ _CONV_GROWS_WITH_SPEC = ("mamba2", "gdn", "short_conv")
 
 
 def mamba_page_bytes(state: MambaState, tp: int, dtype_bytes: tuple[int, int],
-                     num_spec: int = 0) -> int:
+                     num_spec: int = 0, grows: frozenset | tuple = _CONV_GROWS_WITH_SPEC) -> int:
     """One request's recurrent state on one rank (`dtype_bytes`: conv and SSM bytes per
     element, `mamba_state_dtype_bytes`); with speculative decoding the Mamba2 / GDN conv
     state holds `k - 1 + spec` columns (vLLM `mamba_utils.*_state_shape(..., num_spec)`;
-    Qwen3.8-27B at TP2 logs block size 784 without MTP and 800 with MTP k=2)."""
-    if num_spec and state.kind in _CONV_GROWS_WITH_SPEC and state.conv_shape:
+    Qwen3.8-27B at TP2 logs block size 784 without MTP and 800 with MTP k=2). `grows`: the
+    state kinds whose conv state does so in the release (`rules.conv_spec_kinds`)."""
+    if num_spec and state.kind in grows and state.conv_shape:
         conv = state.conv_shape[:-1] + (state.conv_shape[-1] + num_spec,)
         state = replace(state, conv_shape=conv)
     return state.page_bytes(tp, *dtype_bytes)
@@ -312,7 +313,7 @@ def draft_attention(spec: ModelSpec, settings: Settings, layer_range: tuple[int,
         return ()
     if spec.draft is not None:
         return spec.draft.attention
-    if engine != "v1" or not spec.mtp_params:
+    if engine != "v1" or not spec.mtp_params or not uses_mtp(settings):
         return ()
     att = next((l.attention for l in spec.layers if l.attention.kind in (FULL, MLA, CSA)), None)
     if att is not None and att.kind == CSA:
@@ -428,7 +429,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
             if a.mamba is not None:
                 mamba_page = max(mamba_page, mamba_page_bytes(
                     a.mamba, tp, mamba_state_dtype_bytes(a.mamba, settings, rules, mamba_bytes),
-                    settings.num_speculative_tokens))
+                    settings.num_speculative_tokens, rules.conv_spec_kinds))
             kinds[(MAMBA, None)] = kinds.get((MAMBA, None), 0) + n
             terms[(MAMBA, None, 0)] = terms.get((MAMBA, None, 0), 0) + n
             continue

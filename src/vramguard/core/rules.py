@@ -127,6 +127,10 @@ class VllmRules:
     # before); 0.10.1-0.13 turn the hybrid KV cache manager off for such models unless
     # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (`apply_env`), so full again
     chunked_local_spec: bool = False
+    # the recurrent states whose conv state keeps k - 1 + num_speculative_tokens columns:
+    # GDN from 0.10.2, Mamba2 from 0.17, short_conv from 0.29 (mamba_utils.py `num_spec`)
+    conv_spec_kinds: frozenset = frozenset()
+    capture_scales_with_spec: bool = False   # 0.13+: capture sizes x (1 + speculative tokens)
     chunked_disables_hybrid: bool = False
     # MLA block size where no field below applies: v0, Ampere and older (Triton MLA), AMD,
     # unknown compute capability

@@ -250,6 +250,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.2", "v1", {"dcp": "mla", "dcp_log": "dcp"},
      "--decode-context-parallel-size: MLA only (GQA: 'DCP requires attention impls to return "
      "the softmax lse for decode'); capacity x dcp (v1/core/kv_cache_utils.py)"),
+    ("0.10.2", "v1", {"conv_spec_kinds": frozenset({"gdn"})},
+     "GDN conv state with the speculative tokens' columns (mamba_utils.py)"),
+    ("0.10.2", "both", {"v1_falls_back_below_cc80": False},
+     "no compute-capability fallback to V0 any more (engine/arg_utils.py)"),
     ("0.10.2", "v1", {"graph_mamba_full": True},
      "'Hybrid or mamba-based model detected: setting cudagraph mode to FULL_AND_PIECEWISE' "
      "(models/config.py; not Lfm2, MiniMaxText01)"),
@@ -333,6 +337,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "only graph modes that need piecewise compilation become NONE without it; "
      "--cuda-graph-sizes removed (config/vllm.py, engine/arg_utils.py)"),
     ("0.13.0", "v1", {"graph_dcp_piecewise": False}, "DCP keeps full graphs (config/vllm.py)"),
+    ("0.13.0", "v1", {"capture_scales_with_spec": True},
+     "capture sizes scaled by the decode query length 1 + k (config/vllm.py decode_query_len)"),
     ("0.13.0", "v1", {"hybrid_align_256_blackwell": "family"},
      "... on the whole Blackwell family (is_device_capability_family(100))"),
     ("0.13.0", "v1", {"mla_blackwell_cc100_only": False},
@@ -376,6 +382,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),
     ("0.16.0", "v1", {"profile_assert_ge": True},
      "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
+    ("0.17.0", "v1", {"conv_spec_kinds": frozenset({"gdn", "mamba2"})},
+     "Mamba2's conv state with the speculative tokens' columns (mamba_mixer2.py)"),
     ("0.17.0", "v1", {"quant_flag_any_text": True},
      "--quantization: QuantizationMethods | str (engine/arg_utils.py): no argparse choices"),
     ("0.17.0", "v1", {"draft_model": "inferred"},
@@ -488,6 +496,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.28.0", "v1", {"mamba_all_mode": False},
      "prefix caching puts every Mamba/linear-attention model in mamba_cache_mode 'align' "
      "(models/config.py MambaModelConfig; 0.27 still chose 'all' where supported)"),
+    ("0.29.0", "v1", {"conv_spec_kinds": frozenset({"gdn", "mamba2", "short_conv"})},
+     "short_conv's too (short_conv.py)"),
     ("0.29.0", "v1", {"csa_grouping": "balanced"},
      "DeepSeek-V4: bucket grouping (_get_packed_kv_cache_groups)"),
     ("0.29.0", "v1", {"null_block_in_check": True, "model_runner_v2": "all"},

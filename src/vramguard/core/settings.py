@@ -105,3 +105,11 @@ class Settings:
 
 
 _field_values = attrgetter(*(f.name for f in fields(Settings)))
+
+
+def uses_mtp(settings: Settings) -> bool:
+    """Whether the speculative method drafts with the model's own MTP layers: "mtp" and the
+    `*_mtp` names (config/speculative.py maps them to mtp), or no method named (the flags
+    that name none); n-gram, suffix, EAGLE and draft LMs load no MTP layer."""
+    m = (settings.speculative_method or "").lower()
+    return not m or m == "mtp" or m.endswith("_mtp")

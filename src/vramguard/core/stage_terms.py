@@ -226,6 +226,8 @@ def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRu
     if no_graphs:
         return 0, None
     lora = 2 if s.enable_lora and rules.lora_graph_specialize else 1
+    # NOTE: the capture sizes grow with the speculative tokens from 0.13 (decode_query_len)
+    k = s.num_speculative_tokens if rules.capture_scales_with_spec else 0
     listed = user_capture_sizes(s, rules, tokens)
     if listed is not None:
         if not listed:
@@ -239,16 +241,14 @@ def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRu
             fixed_sizes = act.capture_sizes(seqs, largest=min(s.max_cudagraph_capture_size,
                                                               tokens), every_upto=fine)
         elif fine and fixed_sizes is None:
-            fixed_sizes = act.capture_sizes(seqs, s.num_speculative_tokens, every_upto=fine)
-    pool = act.cuda_graph_bytes(layers, seqs, s.num_speculative_tokens,
-                                fixed_sizes=fixed_sizes, lora_cases=lora)
+            fixed_sizes = act.capture_sizes(seqs, k, every_upto=fine)
+    pool = act.cuda_graph_bytes(layers, seqs, k, fixed_sizes=fixed_sizes, lora_cases=lora)
     if lora == 1 or rules.graph_budget == "headroom":
         return pool, None
     # NOTE: from 0.18 vLLM's own estimate is what it logs (and subtracts from 0.20); with
     # LoRA-specialised graphs that estimate is about one graph (activation.py), while the
     # pool, allocated after the KV cache, holds both cases.
-    est = act.lora_graph_estimate_bytes(layers, seqs, s.num_speculative_tokens,
-                                        fixed_sizes=fixed_sizes)
+    est = act.lora_graph_estimate_bytes(layers, seqs, k, fixed_sizes=fixed_sizes)
     if rules.graph_budget == "subtracted":
         pool = int(act.GRAPH_ACTUAL_OVER_ESTIMATE * pool)
     return est, pool

@@ -15,7 +15,7 @@ from itertools import chain
 from operator import add
 
 from .model import DTYPE_BYTES, LayerParams, ModelSpec, QuantSpec, distinct_index, fields_key
-from .settings import Settings
+from .settings import Settings, uses_mtp
 
 VOCAB_PADDING = 64
 _GIB = 1 << 30
@@ -223,7 +223,8 @@ def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: s
     MTP layers are commonly left unquantized (e.g. GLM-5.3-NVFP4's BF16 MTP layer).
     Same assumption as `kv.draft_attention`: a model's MTP layers are its drafter.
     """
-    if engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params:
+    if (engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params
+            or not uses_mtp(settings)):
         return 0
     return int(spec.mtp_params * dtype_b / max(1, settings.tensor_parallel_size))
 
