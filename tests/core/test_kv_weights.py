@@ -786,3 +786,23 @@ def test_mla_and_chunked_local_attention_by_release():
     assert conc("0.9.2") < chunked / 1.5 and conc("0.13.0") < chunked / 1.5
     assert conc("0.10.0") > conc("0.9.2")
     assert conc("0.13.0", {"VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE": "1"}) == chunked
+
+
+def test_lora_slots_by_tensor_parallel_layer_kind_and_moe():
+    """lora/layers: a column-parallel layer keeps its A over the full input and splits B, a
+    row-parallel one splits A and keeps B whole; from 0.11.1 every routed expert of a MoE
+    layer has its slots (fused_moe.py). Qwen3-8B, 4 slots of rank 64, bf16."""
+    from vramguard.core.weights import lora_bytes
+    from vramguard.sources.resolve import load_model_spec
+    spec = load_model_spec("Qwen/Qwen3-8B", offline=True)
+    h, q, kv, inter, n = 4096, 32 * 128, 2 * 8 * 128, 12288, 36
+
+    def expect(tp):
+        per_layer = 7 * h + (2 * q + kv + 3 * inter) / tp
+        return int(4 * 64 * per_layer * n * 2)
+    for tp in (1, 2, 8):
+        s = Settings(enable_lora=True, max_loras=4, max_lora_rank=64, tensor_parallel_size=tp)
+        assert lora_bytes(spec, s, 2) == expect(tp)
+    moe = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True)
+    one = Settings(enable_lora=True)
+    assert lora_bytes(moe, one, 2, moe=True) > 20 * lora_bytes(moe, one, 2)

@@ -171,15 +171,18 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None):
     return _rules_cached(vllm_version or _rules.NEWEST_VERSION, engine)
 
 
-def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=None):
+def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=None,
+                     lora_moe: bool = False):
     """`weights.weights_per_rank`, cached per model on the fields it reads."""
     if not _enabled:
-        return _weights.weights_per_rank(spec, settings, compute_capability)
-    key = (_weight_key(settings), compute_capability)
+        return _weights.weights_per_rank(spec, settings, compute_capability,
+                                         lora_moe=lora_moe)
+    key = (_weight_key(settings), compute_capability, lora_moe)
     return _lookup(_table(spec, "weights"), key,
                    lambda: _weights.weights_per_rank(spec, settings, compute_capability,
                                                      scale=checkpoint_scale(spec),
-                                                     index=layer_index(spec)))
+                                                     index=layer_index(spec),
+                                                     lora_moe=lora_moe))
 
 
 def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:

@@ -131,6 +131,7 @@ class VllmRules:
     # GDN from 0.10.2, Mamba2 from 0.17, short_conv from 0.29 (mamba_utils.py `num_spec`)
     conv_spec_kinds: frozenset = frozenset()
     capture_scales_with_spec: bool = False   # 0.13+: capture sizes x (1 + speculative tokens)
+    lora_moe: bool = False                   # 0.11.1+: LoRA slots on every routed expert
     chunked_disables_hybrid: bool = False
     # MLA block size where no field below applies: v0, Ampere and older (Triton MLA), AMD,
     # unknown compute capability

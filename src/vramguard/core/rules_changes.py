@@ -281,6 +281,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"graph_pooling_piecewise": "any", "graph_dcp_piecewise": True},
      "'Pooling models do not support full cudagraphs' / DCP 'incompatible with full CUDA "
      "graphs. Overriding cudagraph_mode to PIECEWISE' (config/vllm.py)"),
+    ("0.11.1", "v1", {"lora_moe": True},
+     "FusedMoE layers take LoRA: slots per routed expert (lora/layers/fused_moe.py)"),
     ("0.11.1", "v1", {"uma_free_is_host_ram": True},
      "integrated GPUs (compute capability 8.7, 11.0, 12.1): free memory is psutil's available "
      "host RAM (utils/mem_utils.py; the reference says 0.20)"),

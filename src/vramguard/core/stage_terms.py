@@ -129,7 +129,7 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     (tp, MoE divisor, dtype bytes, sampler copies, eager, the CUDA-graph mode, a model's
     fixed capture sizes, async scheduling, Model Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
-    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability)
+    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, rules.lora_moe)
     dtype_b = runtime_dtype_bytes(s)
     eager = bool(s.enforce_eager) or device == "cpu"
     graph_mode = cudagraph_mode(s, rules, device, spec)

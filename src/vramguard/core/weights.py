@@ -198,20 +198,36 @@ def rope_cache_bytes(spec: ModelSpec, dtype_b: int) -> int:
     return int(pos) * int(spec.head_dim) * dtype_b
 
 
-def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int) -> int:
+def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, moe: bool = False) -> int:
     """LoRA slot buffers per rank: `max_loras` slots of rank `max_lora_rank` (default 1 / 16)
-    on every adapted linear; stacked layers keep one A per slice (q, k, v; gate, up)."""
+    on every adapted linear; stacked layers keep one A per slice (q, k, v; gate, up).
+
+    NOTE: a column-parallel layer (qkv, gate_up) keeps its A over the full input and splits
+    B, a row-parallel one (o, down) splits A and keeps B over the full output
+    (lora/layers/base_linear.py, row_parallel_linear.py). MoE layers: from 0.11.1 (`moe`)
+    every routed expert has its slots (lora/layers/fused_moe.py); before, vLLM adapts only
+    their attention."""
     if not settings.enable_lora:
         return 0
     slots = settings.max_loras or 1
     rank = settings.max_lora_rank or 16
+    tp = max(1, settings.tensor_parallel_size)
     h = spec.hidden_size
     q = spec.num_attention_heads * spec.head_dim
     kv = 2 * spec.num_kv_heads * spec.head_dim
     inter = spec.intermediate_size or 4 * h
-    per_layer = (3 * h + q + kv) + (q + h) + (2 * h + 2 * inter) + (inter + h)
-    layers = spec.num_layers / settings.pipeline_parallel_size
-    return int(slots * rank * per_layer * layers * dtype_b / max(1, settings.tensor_parallel_size))
+    attn = (3 * h + (q + kv) / tp) + (q / tp + h)
+    mlp = (2 * h + 2 * inter / tp) + (inter / tp + h)
+    n_moe = sum(1 for l in spec.layers if l.params.experts) if spec.moe else 0
+    per_model = attn * spec.num_layers + mlp * (spec.num_layers - n_moe)
+    if moe and n_moe:
+        m = spec.moe
+        ep = settings.enable_expert_parallel
+        group = tp * settings.data_parallel_size
+        local = m.num_experts / group if ep else m.num_experts
+        e_inter = m.moe_intermediate_size / (1 if ep else group)
+        per_model += n_moe * local * (2 * (h + e_inter) + e_inter + h)
+    return int(slots * rank * per_model / settings.pipeline_parallel_size * dtype_b)
 
 
 def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: str) -> int:
@@ -262,11 +278,12 @@ def checkpoint_scale(spec: ModelSpec, index=None) -> tuple[float, bool]:
 def weights_per_rank(spec: ModelSpec, settings: Settings,
                      compute_capability: tuple[int, int] | None = None, *,
                      scale: tuple[float, bool] | None = None,
-                     index=None) -> tuple[RankWeights, ...]:
+                     index=None, lora_moe: bool = False) -> tuple[RankWeights, ...]:
     """Weight bytes on each PP stage (TP ranks of one stage hold the same amount).
 
     `scale`: `checkpoint_scale(spec)`, `index`: `layer_index(spec)`, when the caller has
-    them (they depend on the model alone)."""
+    them (they depend on the model alone); `lora_moe`: LoRA slots on the routed experts
+    (`rules.lora_moe`, 0.11.1+)."""
     dtype_b = runtime_dtype_bytes(settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
@@ -274,7 +291,7 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
         index = layer_index(spec)
     scale, from_ckpt = checkpoint_scale(spec, index) if scale is None else scale
     rope = rope_cache_bytes(spec, dtype_b)
-    lora = lora_bytes(spec, settings, dtype_b)
+    lora = lora_bytes(spec, settings, dtype_b, lora_moe)
     offload_total = int(settings.cpu_offload_gb * _GIB)
     out = []
     for stage in range(pp):
