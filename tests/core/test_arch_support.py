@@ -393,3 +393,27 @@ def test_rocm_refuses_a_method_its_platform_does_not_list_in_vllms_words():
     with pytest.raises(UsageError) as exc:      # config.py's check before 0.6.5: "ROCm"
         plan(spec, Settings(quantization="fp8"), mi300, vllm_version="0.5.4")
     assert exc.value.what == "fp8 quantization is currently not supported in ROCm."
+
+
+def test_tensor_parallel_splits_a_quantized_layout_cannot_take():
+    """awq.py / gptq.py: a row-parallel input that is not whole groups; quantization/fp8.py
+    (0.6.6-0.28): block-FP8 MoE experts whose per-rank size is not whole blocks."""
+    awq = replace(dense("Qwen/Qwen2.5-14B-Instruct-AWQ", inter=13824, layers=4),
+                  quant=QuantSpec(method="awq", bits=4, group_size=128,
+                                  linear_bytes_per_param=0.53))
+    h100 = lookup_gpu("H100")
+    tp8 = Settings(tensor_parallel_size=8, user_set=frozenset({"tensor_parallel_size"}))
+    with pytest.raises(UsageError, match="The input size is not aligned with the quantized "
+                                         "weight shape"):
+        plan(awq, tp8, h100, vllm_version="0.11.0")
+    assert plan(awq, replace(tp8, tensor_parallel_size=2), h100, vllm_version="0.11.0")
+    from vramguard.sources.resolve import load_model_spec
+    moe = load_model_spec("Qwen/Qwen3-30B-A3B-FP8", offline=True)
+    assert moe.quant.block_shape == (128, 128)
+    tp4 = Settings(tensor_parallel_size=4, user_set=frozenset({"tensor_parallel_size"}))
+    with pytest.raises(UsageError, match=r"weight = 192 is not divisible by weight "
+                                         r"quantization block_n = 128\."):
+        plan(moe, tp4, h100, vllm_version="0.11.0")
+    assert plan(moe, tp4, h100, vllm_version="0.29.0")
+    ep = tp4.with_(enable_expert_parallel=True)
+    assert plan(moe, ep, h100, vllm_version="0.11.0")

@@ -230,6 +230,7 @@ class QuantSpec:
     # (not experts only), named as vLLM's scheme classes: "W8A8-FP8", "W8A16-FP8",
     # "W8A8-INT8", "WNA16", "W4A4-FP4", "W4A16-FP4" (core/quant_schemes.py checks them)
     linear_schemes: tuple[str, ...] = ()
+    block_shape: tuple[int, int] | None = None   # block FP8: weight_block_size [n, k]
 
 
 @dataclass(frozen=True)

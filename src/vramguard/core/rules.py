@@ -132,6 +132,9 @@ class VllmRules:
     conv_spec_kinds: frozenset = frozenset()
     capture_scales_with_spec: bool = False   # 0.13+: capture sizes x (1 + speculative tokens)
     lora_moe: bool = False                   # 0.11.1+: LoRA slots on every routed expert
+    # 0.6.6-0.28: a block-FP8 MoE's per-rank expert size must be a multiple of the blocks
+    # (quantization/fp8.py; 0.29 refines the block shape instead)
+    fp8_moe_block_check: bool = False
     chunked_disables_hybrid: bool = False
     # MLA block size where no field below applies: v0, Ampere and older (Triton MLA), AMD,
     # unknown compute capability

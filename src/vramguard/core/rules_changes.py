@@ -89,6 +89,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "u*T - (W + A + N), per instance (§1a)"),
     ("0.6.5", "v0", {"v0_mamba_slots": "eager_8194"},
      "Mamba state: 8192 + 2 slots with --enforce-eager (models/mamba_cache.py)"),
+    ("0.6.6", "both", {"fp8_moe_block_check": True},
+     "block-FP8 MoE: the per-rank expert size must divide by the quantization blocks "
+     "(quantization/fp8.py Fp8MoEMethod.create_weights)"),
     ("0.6.6", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
     ("0.7.0", "both", {"mla_full_head_pad": False},
@@ -498,6 +501,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.28.0", "v1", {"mamba_all_mode": False},
      "prefix caching puts every Mamba/linear-attention model in mamba_cache_mode 'align' "
      "(models/config.py MambaModelConfig; 0.27 still chose 'all' where supported)"),
+    ("0.29.0", "v1", {"fp8_moe_block_check": False},
+     "block-FP8 MoE block shapes refined to the per-rank size (fused_moe/oracle/fp8.py)"),
     ("0.29.0", "v1", {"conv_spec_kinds": frozenset({"gdn", "mamba2", "short_conv"})},
      "short_conv's too (short_conv.py)"),
     ("0.29.0", "v1", {"csa_grouping": "balanced"},

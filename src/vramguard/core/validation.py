@@ -76,6 +76,7 @@ def _check_model_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
                          fix=f"Plan with {pick} (the release you would run it with), or plan "
                              "the original safetensors checkpoint")
     check_quant_method(spec, s, rules, version)
+    _check_quant_shapes(spec, s, rules)
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
@@ -126,6 +127,42 @@ def _check_cache_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
     _check_graph_flags(s, rules, version)
     if s.decode_context_parallel_size != 1:
         _check_dcp(spec, s, rules, version)
+
+
+_GROUPED_INT = ("awq", "gptq", "awq_marlin", "gptq_marlin", "marlin")
+
+
+def _check_quant_shapes(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """Tensor-parallel splits a quantized checkpoint's layout cannot take, in vLLM's words:
+    an AWQ/GPTQ row-parallel input (o_proj, down_proj) that is not a whole number of groups
+    (awq.py / gptq.py create_weights; the Marlin paths fall back to them), and block-FP8
+    MoE experts whose per-rank size is not a whole number of blocks (0.6.6-0.28)."""
+    q, tp = spec.quant, s.tensor_parallel_size
+    if q is None or tp * s.data_parallel_size <= 1:
+        return
+    if (q.method in _GROUPED_INT and q.group_size and q.group_size > 0 and spec.moe is None
+            and tp > 1):
+        q_in = spec.num_attention_heads * (spec.head_dim or 0) // tp
+        inter = (spec.intermediate_size or 0) // tp
+        if any(n and n % q.group_size for n in (q_in, inter)):
+            raise UsageError("The input size is not aligned with the quantized weight shape. "
+                             "This can be caused by too large tensor parallel size.",
+                             where="--tensor-parallel-size",
+                             fix=f"Use a tensor-parallel size that leaves each rank whole "
+                                 f"groups of {q.group_size} inputs")
+    if (rules.fp8_moe_block_check and q.block_shape and spec.moe is not None
+            and not s.enable_expert_parallel):
+        block_n, block_k = q.block_shape
+        inter = spec.moe.moe_intermediate_size // (tp * s.data_parallel_size)
+        where, fix = "--tensor-parallel-size", "Use a smaller --tensor-parallel-size or " \
+                                               "--enable-expert-parallel"
+        if inter % block_n:
+            raise UsageError(f"The output_size of gate's and up's weight = {inter} is not "
+                             f"divisible by weight quantization block_n = {block_n}.",
+                             where=where, fix=fix)
+        if inter % block_k:
+            raise UsageError(f"The input_size of down's weight = {inter} is not divisible by "
+                             f"weight quantization block_k = {block_k}.", where=where, fix=fix)
 
 
 def _check_scheduler(s: Settings) -> None:

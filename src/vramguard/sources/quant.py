@@ -96,12 +96,13 @@ def quant_from_config(qc: object, *, where: str) -> QuantSpec | None:
                   "llm_int8_skip_modules", "ignore_layers")
     if method in ("fp8", "fbgemm-fp8", "ptpc-fp8", "fp-quant"):
         block = qc.get("weight_block_size")
-        per = FP8
+        per, shape = FP8, None
         if isinstance(block, list) and len(block) == 2 and all(
                 isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block):
             per += 4 / (block[0] * block[1])                 # one fp32 scale per block
+            shape = (block[0], block[1])
         return QuantSpec(method=method.replace("-", "_"), bits=8, unquantized_modules=skip,
-                         **_split_by_skips(per, skip))
+                         block_shape=shape, **_split_by_skips(per, skip))
     if method in ("gptq", "awq", "gptq-marlin", "awq-marlin", "marlin", "auto-round", "autoround",
                   "hqq", "gptq-bitblas", "awq-bitblas"):
         bits = _num(qc, "bits", "w_bit", "nbits", "weight_bits") or 4
