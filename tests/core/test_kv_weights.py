@@ -806,3 +806,21 @@ def test_lora_slots_by_tensor_parallel_layer_kind_and_moe():
     moe = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True)
     one = Settings(enable_lora=True)
     assert lora_bytes(moe, one, 2, moe=True) > 20 * lora_bytes(moe, one, 2)
+
+
+def test_some_model_classes_hold_embedding_and_head_on_every_pp_stage():
+    """models/*.py: Qwen3-MoE, gpt-oss, Gemma 2, Mixtral, ... build their embedding and LM
+    head with no first/last-rank guard, so every stage holds them; Llama-style classes hold
+    them on the first / last stage only."""
+    from vramguard.sources.resolve import load_model_spec
+    moe = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True)
+    pp2 = Settings(pipeline_parallel_size=2)
+    first, last = weights_per_rank(moe, pp2)
+    vocab_bytes = -(-moe.vocab_size // 64) * 64 * moe.hidden_size * 2
+    one = weights_per_rank(moe, Settings())[0].derived_bytes
+    extra = first.derived_bytes + last.derived_bytes - one      # one more embedding and head
+    assert abs(extra - 2 * vocab_bytes) < 0.001 * one
+    llama = llama31_8b()
+    a, b = weights_per_rank(llama, pp2)
+    assert abs(a.derived_bytes + b.derived_bytes
+               - weights_per_rank(llama, Settings())[0].derived_bytes) < 1e6

@@ -32,6 +32,16 @@ METHOD_BYTES_PER_PARAM = {
 }
 
 
+# NOTE: model classes that build their embedding (and LM head) on every pipeline stage, with
+# no `is_first_rank` / `is_last_rank` guard (models/*.py, checked in 0.33's sources); Llama-,
+# Qwen2- and DeepSeek-style classes hold them on the first / last stage only
+EMBED_EVERY_STAGE = frozenset({
+    "gemma", "gemma2", "gemma3", "gemma3_text", "mixtral", "qwen2_moe", "qwen3_moe",
+    "qwen3_next", "gpt_oss", "dbrx", "olmoe", "phimoe", "granitemoe", "minicpm", "cohere",
+    "cohere2", "internlm2", "jamba", "nemotron_h", "qwen3_5", "qwen3_5_moe"})
+HEAD_EVERY_STAGE = EMBED_EVERY_STAGE - {"qwen3_5", "qwen3_5_moe"}
+
+
 def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
     """[start, end) per PP stage: n // pp each, the remainder on the stages before the last.
 
@@ -165,6 +175,10 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     shard = padded / vocab / tp
     emb_b = lin if quant and quant.embedding_quantized else dtype_b
     head_b = lin if quant and quant.lm_head_quantized else dtype_b
+    every = pp > 1 and spec.model_type in EMBED_EVERY_STAGE
+    if every and pp_rank != 0:
+        total_b += spec.embed_params * shard * emb_b
+        params += int(spec.embed_params * shard)
     if pp_rank == 0:
         total_b += spec.embed_params * shard * emb_b + spec.extra_params * dtype_b
         params += int(spec.embed_params * shard) + spec.extra_params
@@ -174,12 +188,16 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
             enc = 1 if settings.mm_encoder_tp_mode == "data" else tp
             total_b += spec.vision.num_params / enc * dtype_b
             params += spec.vision.num_params // enc
-    if pp_rank == pp - 1:
+    last = pp_rank == pp - 1
+    if last or (pp > 1 and spec.model_type in HEAD_EVERY_STAGE):
         head = spec.lm_head_params
-        if spec.tie_word_embeddings and pp > 1 and not head:
+        if spec.tie_word_embeddings and pp > 1 and not head and not every:
             head = spec.embed_params          # tied head is materialized on the last stage
-        total_b += head * shard * head_b + spec.final_norm_params * dtype_b
-        params += int(head * shard) + spec.final_norm_params
+        total_b += head * shard * head_b
+        params += int(head * shard)
+    if last:
+        total_b += spec.final_norm_params * dtype_b
+        params += spec.final_norm_params
     return total_b, params
 
 
