@@ -336,6 +336,14 @@ def reported_rank(case: dict, p):
         first = next((l for l in p.ledgers if l.pp_rank == stage and l.tp_rank == 0), None)
         if first is not None:
             return first
+    w = (case.get("reported") or {}).get("weights_gib")
+    stages = {l.pp_rank: l for l in p.ledgers if l.tp_rank == 0}
+    if w is not None and len(stages) > 1:
+        # NOTE: the KV and weights figures come from one worker's lines: where the excerpt
+        # names no stage, the stage whose weights the reported figure matches (the first of
+        # equals), not the tightest
+        return min(stages.values(), key=lambda l: (abs(l.weights.value_bytes / GIB - w),
+                                                   l.pp_rank))
     return p.tightest
 
 
