@@ -35,7 +35,7 @@ from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, resolve_rules
 from .settings import Settings
 from .stage_terms import override as _override
-from .stage_terms import FULL_GRAPH_MODES, mm_settings, sampler_copies
+from .stage_terms import FULL_GRAPH_MODES, mm_settings, model_runner_v2, sampler_copies
 from .validation import validate_searched
 from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
 
@@ -484,10 +484,19 @@ class _Walk(PlanReport):
         return n
 
     # -- after the KV allocation: mamba check, graphs, sampler warm-up --
+    def _v2_warmup(self) -> bool:
+        """Model Runner V2 warms its kernels up with 2-token prompts (0.17+:
+        gpu/warmup.py `warmup_kernels`), not the V1 runner's dummy sampler run."""
+        return self.rules.v2_kernel_warmup and model_runner_v2(self.spec, self.s, self.rules)
+
     def sampler_warmup(self) -> tuple[int, int]:
-        """(dummy requests, bytes) of v1's sampler warm-up on the last PP rank."""
+        """(dummy requests, bytes) of v1's sampler warm-up on the last PP rank: the V1
+        runner's min(max_num_seqs, batched tokens) requests; V2's prompts of 2 + k tokens."""
         s = self.s
-        reqs = min(self.eff.values["max_num_seqs"], self.eff.values["max_num_batched_tokens"])
+        tokens = self.eff.values["max_num_batched_tokens"]
+        if self._v2_warmup():
+            tokens //= 2 + s.num_speculative_tokens
+        reqs = min(self.eff.values["max_num_seqs"], tokens)
         # NOTE: with speculative decoding the warm-up runs the dummy rejection sampler too.
         copies = sampler_copies(self.spec, s, self.rules) if s.num_speculative_tokens else 0
         return reqs, act.sampler_warmup_bytes(self.spec, reqs, copies)
@@ -560,7 +569,11 @@ class _Walk(PlanReport):
         if rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs:
             return
         if need > 1.25 * free_after_graphs:
-            self._failed(F.SAMPLER_WARMUP_OOM, msg.sampler_oom_message(reqs))
+            # NOTE: V2's kernel warm-up raises torch's own OOM (no sampler wrapper)
+            text = (msg.torch_oom_text(reqs * self.spec.vocab_size * 4, self.T,
+                                       max(free_after_graphs, 0))
+                    if self._v2_warmup() else msg.sampler_oom_message(reqs))
+            self._failed(F.SAMPLER_WARMUP_OOM, text)
         else:
             self.risks.append(f"{F.SAMPLER_WARMUP_OOM}: the sampler warm-up needs "
                               f"~{need / GIB:.2f} GiB with {reqs} requests; about "

@@ -132,6 +132,7 @@ class VllmRules:
     conv_spec_kinds: frozenset = frozenset()
     capture_scales_with_spec: bool = False   # 0.13+: capture sizes x (1 + speculative tokens)
     lora_moe: bool = False                   # 0.11.1+: LoRA slots on every routed expert
+    v2_kernel_warmup: bool = False           # 0.17+: Model Runner V2's warmup_kernels
     # 0.6.6-0.28: a block-FP8 MoE's per-rank expert size must be a multiple of the blocks
     # (quantization/fp8.py; 0.29 refines the block shape instead)
     fp8_moe_block_check: bool = False

@@ -387,6 +387,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),
     ("0.16.0", "v1", {"profile_assert_ge": True},
      "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
+    ("0.17.0", "v1", {"v2_kernel_warmup": True},
+     "Model Runner V2 warms up with min(max_num_seqs, batched tokens // 2) two-token prompts "
+     "and no sampler wrapper: torch's OOM (v1/worker/gpu/warmup.py)"),
     ("0.17.0", "v1", {"conv_spec_kinds": frozenset({"gdn", "mamba2"})},
      "Mamba2's conv state with the speculative tokens' columns (mamba_mixer2.py)"),
     ("0.17.0", "v1", {"quant_flag_any_text": True},
