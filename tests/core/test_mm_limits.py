@@ -112,3 +112,16 @@ def test_encoder_tp_mode_by_release():
         assert d.tightest.weights.value_bytes - w.tightest.weights.value_bytes == extra
         said = "replicated on every TP rank" if extra else "falls back to 'weights'"
         assert any(said in a for a in d.assumptions), (version, model.model_type)
+
+
+def test_v0_reads_no_skip_mm_profiling():
+    """0.10.1-0.10.2: --skip-mm-profiling is read by V1's profile run only; V0 still profiles
+    the encoder, unless every input is limited to 0 (no multimodal data in either engine)."""
+    def act(engine, s):
+        return plan(QWEN_VL, s, L4, vllm_version="0.10.2", engine=engine).tightest \
+            .activation.value_bytes
+    skip = BASE.with_(skip_mm_profiling=True)
+    assert act("v0", skip) == act("v0", BASE)
+    assert act("v1", skip) < act("v1", BASE)
+    off = OFF.with_(skip_mm_profiling=True)
+    assert act("v0", off) == act("v0", OFF) < act("v0", BASE)

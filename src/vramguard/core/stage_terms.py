@@ -57,7 +57,11 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     num_reqs, encoder = act.mm_profile(spec, tokens, seqs,
                                        rules.v0_mm_profile_seqs and not s.language_model_only,
                                        rules.v0_mm_dropped_when_long)
-    encoder = encoder and not (s.language_model_only or s.skip_mm_profiling)
+    # NOTE: V0 reads no --skip-mm-profiling (0.10.1-0.10.2: only V1's profile run does); a
+    # prompt limited to 0 items of every input has no multimodal data in either engine
+    skip = s.skip_mm_profiling and (rules.engine == "v1" or (
+        s.limit_mm_per_prompt is not None and mm_encoder_off(spec, s)))
+    encoder = encoder and not (s.language_model_only or skip)
     inflight = kvm.inflight_tokens(rules, s, tokens, async_sched, v2)
     pp = s.pipeline_parallel_size
     buffers = (tokens * (spec.token_buffer_bytes + spec.token_buffer_elems * dtype_b)
