@@ -275,10 +275,13 @@ def test_vllm_serve_with_env():
 
 
 def test_unmodeled_env_is_noted():
+    cmd = parse_vllm_command("VLLM_CPU_KVCACHE_SPACE=40 vllm serve m")
+    assert cmd.env["VLLM_CPU_KVCACHE_SPACE"] == "40"
+    assert any("VLLM_CPU_KVCACHE_SPACE=40" in n for n in cmd.notes)
+    # modelled (plan(env=...)): no note
     cmd = parse_vllm_command("VLLM_PP_LAYER_PARTITION=20,12 vllm serve m -pp 2")
     assert cmd.env["VLLM_PP_LAYER_PARTITION"] == "20,12"
-    assert any("VLLM_PP_LAYER_PARTITION=20,12" in n for n in cmd.notes)
-    # modelled (plan(env=...)): no note
+    assert not any("VLLM_PP_LAYER_PARTITION" in n for n in cmd.notes)
     cmd = parse_vllm_command("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve m --max-model-len 1m")
     assert cmd.env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] == "1"
     assert not any("VLLM_ALLOW_LONG_MAX_MODEL_LEN" in n for n in cmd.notes)

@@ -30,6 +30,29 @@ def test_pp_layer_split(n, pp, sizes):
     assert split[0][0] == 0 and split[-1][1] == n
 
 
+@pytest.mark.parametrize("version, env, sizes", [
+    ("0.7.3", None, [10, 10, 12]),            # 0.5.1-0.7.3: the remainder on the last stage
+    ("0.8.0", None, [11, 11, 10]),
+    ("0.7.3", {"VLLM_PP_LAYER_PARTITION": "8,12,12"}, [8, 12, 12]),
+    ("0.33.0", {"VLLM_PP_LAYER_PARTITION": " 4,14 ,14"}, [4, 14, 14]),
+])
+def test_pp_layout_by_release_and_env(version, env, sizes):
+    """The planned stages hold the layers vLLM's `get_pp_indices` gives them: Llama-3.1-8B's
+    32 layers over 3 stages (each stage's KV layer count and weights follow)."""
+    from vramguard.core.gpu_catalog import lookup_gpu
+    from vramguard.core.rules import apply_env
+    spec = llama31_8b()
+    s = Settings(pipeline_parallel_size=3, max_model_len=4096)
+    rules = apply_env(resolve_rules(version), env)
+    assert [e - b for b, e in pp_layer_split(32, 3, rules.pp_layout)] == sizes
+    p = plan(spec, s, lookup_gpu("A100-80GB"), vllm_version=version, env=env)
+    assert [b - a for a, b in (lg.layers for lg in p.ledgers)] == sizes
+    assert [lg.kv_bytes_per_token for lg in p.ledgers] == [4096 * n for n in sizes]
+    head = 128256 * 4096 * 2
+    w = [lg.weights.value_bytes for lg in p.ledgers]      # 2 x 218,112,000 B per layer
+    assert w[2] - w[1] == 2 * 218_112_000 * (sizes[2] - sizes[1]) + head + 4096 * 2
+
+
 # ---- bytes per token (§4) --------------------------------------------------------------
 @pytest.mark.parametrize("tp,bpt", [(1, 131072), (2, 65536), (8, 16384), (16, 16384)])
 def test_llama_bytes_per_token_with_tp_replication(tp, bpt):

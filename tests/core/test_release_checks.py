@@ -128,3 +128,45 @@ def test_speculative_decoding_terms_by_release_and_method():
     t4 = lookup_gpu("T4")
     assert plan(eight, pinned(max_model_len=2048), t4, vllm_version="0.10.1").engine == "v0"
     assert plan(eight, pinned(max_model_len=2048), t4, vllm_version="0.10.2").engine == "v1"
+
+
+def _refusal(spec, s, version, env=None):
+    import pytest
+
+    from vramguard.core.errors import UsageError
+    with pytest.raises(UsageError) as exc:
+        plan(spec, s, H100, vllm_version=version, env=env)
+    return str(exc.value)
+
+
+def test_pipeline_parallelism_by_release_and_architecture():
+    """0.4.0-0.5.0 refuse PP; 0.5.1-0.6.2 run it for config.py's list only (printed in its
+    order); 0.6.3+ for any model class with SupportsPP (not modelled: every model)."""
+    from dataclasses import replace
+    pp2 = pinned(pipeline_parallel_size=2, max_model_len=4096)
+    llama = llama31_8b()
+    gemma = replace(llama, architecture="GemmaForCausalLM", model_type="gemma")
+    assert "Pipeline parallelism is not supported yet." in _refusal(llama, pp2, "0.5.0")
+    msg = _refusal(gemma, pp2, "0.5.1")
+    assert ("Pipeline parallelism is only supported for the following  architectures: "
+            "['AquilaModel', 'AquilaForCausalLM', 'InternLMForCausalLM', 'LlamaForCausalLM',"
+            ) in msg
+    assert plan(llama, pp2, H100, vllm_version="0.5.1").outcome.ok
+    assert "'Qwen2VLForConditionalGeneration']." in _refusal(gemma, pp2, "0.6.2")
+    assert plan(gemma, pp2, H100, vllm_version="0.6.3").outcome.ok
+    assert plan(gemma, pinned(max_model_len=4096), H100, vllm_version="0.5.0").outcome.ok
+
+
+def test_pp_layer_partition_is_checked_where_the_release_reads_it():
+    """VLLM_PP_LAYER_PARTITION (0.5.4+): vLLM's errors at model build, at PP 1 too."""
+    llama = llama31_8b()
+    pp2 = pinned(pipeline_parallel_size=2, max_model_len=4096)
+    env = {"VLLM_PP_LAYER_PARTITION": "10,10,12"}
+    assert "len(partitions)=3 does not match pp_size=2." in _refusal(llama, pp2, "0.8.5", env)
+    assert "sum(partitions)=20 does not match num_hidden_layers=32." in _refusal(
+        llama, pp2, "0.8.5", {"VLLM_PP_LAYER_PARTITION": "10,10"})
+    assert "Invalid partition string: 16;16" in _refusal(
+        llama, pp2, "0.8.5", {"VLLM_PP_LAYER_PARTITION": "16;16"})
+    assert "does not match pp_size=1." in _refusal(
+        llama, pinned(max_model_len=4096), "0.33.0", env)
+    assert plan(llama, pp2, H100, vllm_version="0.5.3", env=env).outcome.ok   # not read yet

@@ -369,7 +369,8 @@ class _Walk(PlanReport):
                      for l in self.spec.layers]
         if mode == "layer":
             return max(per_layer)
-        start, end = pp_layer_split(self.spec.num_layers, self.s.pipeline_parallel_size)[0]
+        start, end = pp_layer_split(self.spec.num_layers, self.s.pipeline_parallel_size,
+                                    self.rules.pp_layout)[0]
         return sum(per_layer[start:end])
 
     def _load_and_profile(self) -> None:

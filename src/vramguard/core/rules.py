@@ -342,6 +342,16 @@ class VllmRules:
     # the too-long message's tail: "v040" (0.4.0-0.5.3), "v054" (0.5.4-0.10.1), "v0102"
     msg_max_len: str = "v040"
     allow_long_env: bool = False             # 0.5.4+: VLLM_ALLOW_LONG_MAX_MODEL_LEN exists
+    # the architectures pipeline parallelism runs (config.py `_PP_SUPPORTED_MODELS`, in its
+    # order): () none (0.4.0-0.5.0), a list (0.5.1-0.6.2), None any (0.6.3+: the model
+    # class's SupportsPP interface, not modelled)
+    pp_archs: tuple[str, ...] | None = ()
+    # how `get_pp_indices` splits the layers: None (0.8+: n // pp each, the remainder on the
+    # stages before the last), "last" (0.5.1-0.7.3: the remainder on the last stage), or
+    # the sizes VLLM_PP_LAYER_PARTITION gives (0.5.4+, `apply_env`)
+    pp_layout: str | tuple[int, ...] | None = None
+    pp_partition_env: bool = False           # 0.5.4+: VLLM_PP_LAYER_PARTITION exists
+    pp_partition: str | None = None          # its value (`apply_env`), checked by validation
     # the tokenizer_config's model_max_length caps the length: "all" (0.9.1: every model, the
     # resolved length after its check, the user's too), "encoder" (0.9.2+: pooling models
     # only; 0.10+ those with absolute position embeddings: the BERT-style encoders), None
@@ -519,6 +529,7 @@ ENV_MODEL_RUNNER_V2 = "VLLM_USE_V2_MODEL_RUNNER"
 ENV_ALIGN_KV_CACHE = "VLLM_CUDA_MEM_ALIGN_KV_CACHE"
 ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 ENV_CHUNKED_HYBRID = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+ENV_PP_PARTITION = "VLLM_PP_LAYER_PARTITION"
 
 
 def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
@@ -529,7 +540,8 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     0.18-0.19 and 1 from 0.20). `VLLM_USE_V2_MODEL_RUNNER` (rows with Model Runner V2,
     0.12+): `1` for every model, `0` for none. `VLLM_CUDA_MEM_ALIGN_KV_CACHE=0`
     (v0 0.7.2-0.7.3): MLA cache entries not padded. `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (every
-    row): a `--max-model-len` above the derived maximum is accepted. Older rows and other
+    row): a `--max-model-len` above the derived maximum is accepted.
+    `VLLM_PP_LAYER_PARTITION` (0.5.4+): the layers per pipeline stage. Older rows and other
     variables are unchanged.
     """
     if not env:                           # NOTE: every screened candidate of a search
@@ -539,6 +551,8 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
         rules = replace(rules, allow_long_max_model_len=True)
     if rules.chunked_disables_hybrid and _truthy(env.get(ENV_CHUNKED_HYBRID, "0")):
         rules = replace(rules, chunked_disables_hybrid=False)
+    if rules.pp_partition_env and env.get(ENV_PP_PARTITION) is not None:
+        rules = _with_partition(rules, env[ENV_PP_PARTITION])
     if rules.engine != "v1":
         val = env.get(ENV_ALIGN_KV_CACHE)
         if val is not None and rules.v0_mla_align_bytes and not _truthy(val):
@@ -567,6 +581,17 @@ def apply_device(rules: VllmRules, vendor: str) -> VllmRules:
             _ON_DEVICE.clear()
         hit = _ON_DEVICE[id(rules)] = (rules, replace(rules, graph_budget="headroom"))
     return hit[1]
+
+
+def _with_partition(rules: VllmRules, value: str) -> VllmRules:
+    """The row with VLLM_PP_LAYER_PARTITION's layer counts (distributed/utils.py
+    `get_pp_indices`); a value that is not a comma list of integers keeps the row's split
+    and is refused by validation."""
+    try:
+        sizes = tuple(int(p) for p in value.split(","))
+    except ValueError:
+        return replace(rules, pp_partition=value)
+    return replace(rules, pp_partition=value, pp_layout=sizes)
 
 
 def _truthy(val: str) -> bool:

@@ -20,6 +20,23 @@ _KVQ_020 = frozenset({"turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_
 _KVQ_025 = _KVQ_020 | {"int4_per_token_head"}
 _KVQ_028 = _KVQ_025 | {"nvfp4_4over6"}
 
+# The architectures pipeline parallelism ran on before the SupportsPP interface, in
+# config.py's `_PP_SUPPORTED_MODELS` order (the refusal prints the list).
+_PP_051 = ("AquilaModel", "AquilaForCausalLM", "InternLMForCausalLM", "LlamaForCausalLM",
+           "LLaMAForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM", "GPT2LMHeadModel")
+_PP_053 = _PP_051 + ("MixtralForCausalLM",)
+_PP_054 = ("AquilaModel", "AquilaForCausalLM", "DeepseekV2ForCausalLM", "InternLMForCausalLM",
+           "LlamaForCausalLM", "LLaMAForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM",
+           "GPT2LMHeadModel", "MixtralForCausalLM", "NemotronForCausalLM", "Qwen2ForCausalLM",
+           "Qwen2MoeForCausalLM", "QWenLMHeadModel")
+_PP_055 = _PP_054[:4] + ("JAISLMHeadModel",) + _PP_054[4:]
+_PP_061 = ("AquilaForCausalLM", "AquilaModel", "DeepseekV2ForCausalLM", "GPT2LMHeadModel",
+           "InternLM2ForCausalLM", "InternLMForCausalLM", "InternVLChatModel", "JAISLMHeadModel",
+           "LlamaForCausalLM", "LLaMAForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",
+           "NemotronForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM", "Qwen2MoeForCausalLM",
+           "QWenLMHeadModel")
+_PP_062 = _PP_061 + ("Qwen2VLForConditionalGeneration",)
+
 # (version, engines, changes, why). "both" applies to v0 and v1 rows alike.
 CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {"override_log_forced": True},
@@ -40,14 +57,21 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.5.1", "both", {"interleaved_swa_off": "always", "msg_interleaved_swa": "gemma2",
                        "interleaved_swa_types": frozenset({"gemma2"})},
      "Gemma 2: sliding window turned off, length capped at the window (config.py ModelConfig)"),
+    ("0.5.1", "both", {"pp_archs": _PP_051, "pp_layout": "last"},
+     "pipeline parallelism for the listed architectures (config.py _PP_SUPPORTED_MODELS); "
+     "the last stage takes the remainder of the layers (distributed/utils.py get_pp_indices)"),
+    ("0.5.3", "both", {"pp_archs": _PP_053}, "... + Mixtral"),
     ("0.5.3", "v0", {"v0_chunked_prefill_auto": True, "v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "prefix_caching"})},
      "chunked prefill turned on for L > 32768 (engine/arg_utils.py use_long_context; §9)"),
     ("0.5.4", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "prefix_caching", "mamba"})},
      "... not with seqlen-agnostic (Mamba) layers"),
-    ("0.5.4", "both", {"allow_long_env": True, "msg_max_len": "v054"},
-     "VLLM_ALLOW_LONG_MAX_MODEL_LEN (envs.py); the too-long error names it (config.py)"),
+    ("0.5.4", "both", {"allow_long_env": True, "msg_max_len": "v054", "pp_partition_env": True},
+     "VLLM_ALLOW_LONG_MAX_MODEL_LEN (envs.py); the too-long error names it (config.py); "
+     "VLLM_PP_LAYER_PARTITION (distributed/utils.py)"),
+    ("0.5.4", "both", {"pp_archs": _PP_054}, "... + DeepSeek-V2, Nemotron, Qwen, Qwen2(-MoE)"),
+    ("0.5.5", "both", {"pp_archs": _PP_055}, "... + JAIS"),
     ("0.5.5", "both", {"block_size_choices": (8, 16, 32, 128, 256, 512, 1024, 2048)},
      "--block-size choices (engine/arg_utils.py; 0.6.0 goes back to 8, 16, 32)"),
     ("0.5.5", "both", {"gguf_loader": True},
@@ -56,11 +80,15 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "the `vllm serve` entry point; --block-size choices (engine/arg_utils.py)"),
     ("0.6.0", "v0", {"v0_mm_min_tokens": 4096},
      "multimodal models: at least 4096 batched tokens (config.py)"),
+    ("0.6.1", "both", {"pp_archs": _PP_061}, "... + InternLM2, InternVL"),
     ("0.6.1", "v0", {"v0_auto_chunk_blockers": frozenset({"sliding", "lora", "spec", "mamba"})},
      "auto chunked prefill: prefix caching no longer blocks it"),
+    ("0.6.2", "both", {"pp_archs": _PP_062}, "... + Qwen2-VL"),
     ("0.6.2", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "mamba", "multimodal"})},
      "... nor for multimodal models (0.6.1.post1; engine/arg_utils.py)"),
+    ("0.6.3", "both", {"pp_archs": None},
+     "pipeline parallelism for every model class with the SupportsPP interface (not modelled)"),
     ("0.6.3", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "multimodal"}), "v0_mm_min_tokens": 5120},
      "Mamba layers no longer block auto chunked prefill; multimodal at least 5120 tokens"),
@@ -137,6 +165,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
      "Mamba state: max_num_seqs slots with --enforce-eager"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
+    ("0.8.0", "both", {"pp_layout": None},
+     "the remainder of the layers on the stages before the last (get_pp_indices)"),
     ("0.8.0", "both", {"bf16_msg_space": True},
      "'setting the `dtype` flag' (worker/worker.py _check_if_gpu_supports_dtype)"),
     ("0.8.0", "v0", {"v0_fit_divides_pp": True},

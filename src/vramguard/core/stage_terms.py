@@ -133,7 +133,8 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     (tp, MoE divisor, dtype bytes, sampler copies, eager, the CUDA-graph mode, a model's
     fixed capture sizes, async scheduling, Model Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
-    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, rules.lora_moe)
+    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, rules.lora_moe,
+                                     rules.pp_layout)
     dtype_b = runtime_dtype_bytes(s)
     eager = bool(s.enforce_eager) or device == "cpu"
     graph_mode = cudagraph_mode(s, rules, device, spec)
@@ -153,7 +154,7 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                                     cublas_in_context=rules.cublas_before_snapshot,
                                     custom_all_reduce_runs=ar_runs)
     out = []
-    for r, rng in enumerate(pp_layer_split(spec.num_layers, pp)):
+    for r, rng in enumerate(pp_layer_split(spec.num_layers, pp, rules.pp_layout)):
         w = weights[r]
         if r == pp - 1 and draft_w:
             w = replace(w, bytes=w.bytes + draft_w)

@@ -80,6 +80,7 @@ def _check_model_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
     tp = s.tensor_parallel_size
     if tp < 1 or s.pipeline_parallel_size < 1:
         raise UsageError("tensor/pipeline parallel size must be >= 1", where="-tp/-pp")
+    _check_pp(spec, s, rules)
     if spec.num_layers and s.pipeline_parallel_size > spec.num_layers:
         # NOTE: vLLM's `get_pp_indices` would give the extra stages no decoder layer
         raise UsageError(f"pipeline parallel size ({s.pipeline_parallel_size}) is larger than "
@@ -96,6 +97,31 @@ def _check_model_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
                          f"divisible by tensor parallel size ({tp}).",
                          where="--tensor-parallel-size",
                          fix="Use a tensor parallel size that divides the head count")
+
+
+def _check_pp(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """Pipeline parallelism where the release runs it (config.py), and the layer counts of
+    VLLM_PP_LAYER_PARTITION (`get_pp_indices`, at model build; read at PP 1 too)."""
+    pp, archs = s.pipeline_parallel_size, rules.pp_archs
+    if pp > 1 and archs is not None and spec.architecture not in archs:
+        raise UsageError("Pipeline parallelism is not supported yet." if not archs else
+                         "Pipeline parallelism is only supported for the following  "
+                         f"architectures: {list(archs)}.", where="--pipeline-parallel-size",
+                         fix="Use tensor parallelism, or a release that runs this model "
+                             "with pipeline parallelism (0.6.3+ for most models)")
+    raw, sizes = rules.pp_partition, rules.pp_layout
+    if raw is None:
+        return
+    where, fix = "VLLM_PP_LAYER_PARTITION", "Give one layer count per pipeline stage"
+    if not isinstance(sizes, tuple):
+        raise UsageError(f"Invalid partition string: {raw}", where=where, fix=fix)
+    if len(sizes) != pp:
+        raise UsageError(f"len(partitions)={len(sizes)} does not match pp_size={pp}.",
+                         where=where, fix=fix)
+    if spec.num_layers and sum(sizes) != spec.num_layers:
+        raise UsageError(f"sum(partitions)={sum(sizes)} does not match "
+                         f"num_hidden_layers={spec.num_layers}.", where=where,
+                         fix=f"Give counts that add up to the model's {spec.num_layers} layers")
 
 
 def _check_searched_memory(s: Settings, rules: VllmRules, version: str) -> None:

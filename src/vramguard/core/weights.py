@@ -42,16 +42,26 @@ EMBED_EVERY_STAGE = frozenset({
 HEAD_EVERY_STAGE = EMBED_EVERY_STAGE - {"qwen3_5", "qwen3_5_moe"}
 
 
-def pp_layer_split(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
-    """[start, end) per PP stage: n // pp each, the remainder on the stages before the last.
+def pp_layer_split(num_layers: int, pp: int,
+                   layout: str | tuple[int, ...] | None = None) -> tuple[tuple[int, int], ...]:
+    """[start, end) per PP stage, as vLLM's `get_pp_indices` (`layout`: `rules.pp_layout`).
 
-    32 over 3 -> 11/11/10; 61 over 4 -> 15/15/16/15 (vLLM `get_pp_indices`).
+    None (0.8+): n // pp each, the remainder on the stages before the last: 32 over 3 ->
+    11/11/10; 61 over 4 -> 15/15/16/15. "last" (0.5.1-0.7.3): the remainder on the last
+    stage (32 over 3 -> 10/10/12). A tuple: VLLM_PP_LAYER_PARTITION's sizes (validation has
+    checked that they are `pp` and sum to `num_layers`).
     """
-    if pp <= 1:
+    if isinstance(layout, tuple):
+        sizes = list(layout)
+    elif pp <= 1:
         return ((0, num_layers),)
-    sizes = [num_layers // pp] * pp
-    for i in range(2, num_layers % pp + 2):
-        sizes[-i] += 1
+    else:
+        sizes = [num_layers // pp] * pp
+        if layout == "last":
+            sizes[-1] += num_layers % pp
+        else:
+            for i in range(2, num_layers % pp + 2):
+                sizes[-i] += 1
     out, start = [], 0
     for s in sizes:
         out.append((start, start + s))
@@ -136,9 +146,10 @@ _PARAMS_KEY = fields_key(LayerParams)
 
 def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, int],
                 dtype_b: float, quant: QuantSpec | None,
-                expert_pad: float = 1.0, index=None) -> tuple[float, int]:
+                expert_pad: float = 1.0, index=None,
+                pp_layout: str | tuple[int, ...] | None = None) -> tuple[float, int]:
     """(bytes, params) on one rank of stage `pp_rank` (of `pp` stages); `index`:
-    `layer_index(spec)` when the caller has it."""
+    `layer_index(spec)` when the caller has it; `pp_layout`: `rules.pp_layout`."""
     pp_rank, pp = tp_rank_stage
     tp = settings.tensor_parallel_size
     # NOTE: routed experts are split over TP x DP ranks with or without expert parallelism:
@@ -150,7 +161,7 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
              else lin)
     att_b = (quant.attention_bytes_per_param if quant and quant.attention_bytes_per_param
              else lin)
-    start, end = pp_layer_split(spec.num_layers, pp)[pp_rank]
+    start, end = pp_layer_split(spec.num_layers, pp, pp_layout)[pp_rank]
     pairs, per_layer = index if index is not None else layer_index(spec)
     # NOTE: each distinct layer's terms computed once; the float sum still adds them layer by
     # layer, in layer order (bit-identical to a loop over the layers).
@@ -296,12 +307,13 @@ def checkpoint_scale(spec: ModelSpec, index=None) -> tuple[float, bool]:
 def weights_per_rank(spec: ModelSpec, settings: Settings,
                      compute_capability: tuple[int, int] | None = None, *,
                      scale: tuple[float, bool] | None = None,
-                     index=None, lora_moe: bool = False) -> tuple[RankWeights, ...]:
+                     index=None, lora_moe: bool = False,
+                     pp_layout: str | tuple[int, ...] | None = None) -> tuple[RankWeights, ...]:
     """Weight bytes on each PP stage (TP ranks of one stage hold the same amount).
 
     `scale`: `checkpoint_scale(spec)`, `index`: `layer_index(spec)`, when the caller has
     them (they depend on the model alone); `lora_moe`: LoRA slots on the routed experts
-    (`rules.lora_moe`, 0.11.1+)."""
+    (`rules.lora_moe`, 0.11.1+); `pp_layout`: the layers per stage (`rules.pp_layout`)."""
     dtype_b = runtime_dtype_bytes(settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
@@ -314,7 +326,8 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
     out = []
     for stage in range(pp):
         pad = _expert_padding(spec, quant, settings.tensor_parallel_size, compute_capability)
-        b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad, index)
+        b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad, index,
+                                pp_layout)
         scaled = b * scale
         off = min(offload_total, int(scaled))
         out.append(RankWeights(bytes=int(scaled) - off + rope + lora, derived_bytes=int(b),
