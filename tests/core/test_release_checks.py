@@ -1,7 +1,8 @@
 """Startup checks and log lines whose release boundaries were read in the released code
 (0.4.0-0.33.0 sdists/wheels): the v0 blocks override before the checks, v0's max-seq-len
-check with pipeline parallelism, the 0.7.0 v1 capacity line, 0.4.0's override line and
-0.20.1's override / token count. Hand-built specs."""
+check with pipeline parallelism, the 0.7.0 v1 capacity line, 0.4.0's override line,
+0.20.1's override / token count, pipeline parallelism's releases, layer split and 0.14-0.16
+whole-model fit check. Hand-built specs."""
 
 from core_specs import llama31_8b
 from vramguard.core.gpu_catalog import lookup_gpu
@@ -170,3 +171,31 @@ def test_pp_layer_partition_is_checked_where_the_release_reads_it():
     assert "does not match pp_size=1." in _refusal(
         llama, pinned(max_model_len=4096), "0.33.0", env)
     assert plan(llama, pp2, H100, vllm_version="0.5.3", env=env).outcome.ok   # not read yet
+
+
+def test_v1_0_14_to_0_16_check_the_whole_model_against_each_pp_worker():
+    """0.14-0.16 (get_kv_cache_configs): with PP the one-request check and auto-fit read the
+    whole model's groups against the smallest worker's memory; 0.13 checked each worker's
+    own layers, 0.17+ the groups projected to them. Llama-3.1-8B over 2 stages: 16 layers
+    x 4,096 B per token per stage, 32 x 4,096 for the whole model; 131,072 tokens need
+    8 GiB on a stage, 16 GiB for the whole model; each worker has 12 GiB."""
+    from vramguard.core.planner import PlanHooks
+    from vramguard.core.provenance import GIB
+    gpu = lookup_gpu("A100-80GB")
+    s = pinned(pipeline_parallel_size=2, max_model_len=131072, enforce_eager=True)
+    requested = int(gpu.total_bytes * 0.9)
+    hooks = PlanHooks(weights_bytes=requested - 12 * GIB - 2 * GIB, activation_bytes=GIB,
+                      non_torch_bytes=GIB, cuda_graph_bytes=0)
+
+    def run(version, **flags):
+        return plan(llama31_8b(), s.with_(**flags) if flags else s, gpu, vllm_version=version,
+                    hooks=hooks, engine="v1")
+    for version in ("0.13.0", "0.17.0"):
+        assert run(version).outcome.ok
+    for version in ("0.14.0", "0.16.0"):
+        p = run(version)
+        assert p.outcome.failure == "kv_below_max_model_len"
+        assert "(16.0 GiB KV cache is needed" in p.outcome.message
+        assert p.kv.num_blocks == 12 * GIB // (16 * 16 * 4096)    # the pool stays per worker
+    auto = run("0.16.0", max_model_len=-1, max_model_len_auto=True)
+    assert auto.outcome.ok and auto.settings["max_model_len"] == 12 * GIB // (32 * 4096)

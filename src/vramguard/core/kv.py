@@ -83,6 +83,9 @@ class KvLayout:
     # one-request check where it differs from the pool's block (0.26-0.28)
     group_page_bytes: tuple[int, ...] = ()
     check_block_bytes: int = 0
+    # the layout vLLM's one-request check and auto-fit read where it is not this worker's
+    # (0.14-0.16 with PP: the whole model's, `rules.kv_fit_whole_model`)
+    check_layout: "KvLayout | None" = None
     # --decode-context-parallel-size: each token's attention KV lives on one of this many
     # ranks, so a request needs cdiv(L, block x cp_shard) blocks per GPU (Mamba state is not
     # sharded); the pool's blocks and pages are unchanged
@@ -116,6 +119,8 @@ class KvLayout:
         (0.19+: every group's blocks), "first_group" (0.14-0.18: the first group's blocks x
         the group count's pages), "layers" (0.7-0.13: each layer's own spec before grouping,
         its window cap kept, no padding layers)."""
+        if self.check_layout is not None:
+            return self.check_layout.check_bytes(max_model_len, mode)
         if mode == "first_group" and len(self.groups) > 1 and not self.group_page_bytes:
             g = self.groups[0]
             return (_group_blocks(g, max_model_len, self.block_size, self.inflight_tokens,
@@ -346,6 +351,9 @@ def with_inflight(shape: KvLayout, inflight: int) -> KvLayout:
     `__init__` (a search varies the batched tokens, hence I, per candidate)."""
     if not shape.groups:
         return shape
+    if shape.check_layout is not None:
+        return _replace_layout(shape, inflight_tokens=inflight,
+                               check_layout=with_inflight(shape.check_layout, inflight))
     return _replace_layout(shape, inflight_tokens=inflight)
 
 

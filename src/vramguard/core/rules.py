@@ -213,6 +213,10 @@ class VllmRules:
     # what v1's fit check sums (`kv.KvLayout.check_bytes`): "layers" (0.7-0.13: each layer's
     # own spec), "first_group" (0.14-0.18: group 0's blocks), "groups" (0.19+: every group)
     kv_fit_check: str = "groups"
+    # 0.14-0.16 with PP: the check (and auto-fit) reads the whole model's groups against the
+    # smallest worker's memory (kv_cache_utils.py `get_kv_cache_configs`); 0.17+ projects
+    # the groups to each worker's layers
+    kv_fit_whole_model: bool = False
     group_aware_check: bool = False          # 0.14+
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks

@@ -384,9 +384,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "§10"),
     ("0.14.0", "v1", {"chunked_disables_hybrid": False},
      "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (envs.py)"),
-    ("0.14.0", "v1", {"kv_fit_check": "first_group"},
+    ("0.14.0", "v1", {"kv_fit_check": "first_group", "kv_fit_whole_model": True},
      "the fit check on the groups: group_size x page x the first group's blocks "
-     "(kv_cache_utils.py _max_memory_usage_bytes_from_groups)"),
+     "(kv_cache_utils.py _max_memory_usage_bytes_from_groups), the whole model's groups "
+     "against the smallest worker's memory with PP (get_kv_cache_configs)"),
     ("0.14.0", "v1", {"allow_deprecated_quant_flag": True},
      "DEPRECATED_QUANTIZATION_METHODS refused without --allow-deprecated-quantization "
      "(config/model.py _verify_quantization)"),
@@ -417,6 +418,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),
     ("0.16.0", "v1", {"profile_assert_ge": True},
      "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
+    ("0.17.0", "v1", {"kv_fit_whole_model": False},
+     "the fit check per worker, on the groups projected to its layers (get_kv_cache_configs)"),
     ("0.17.0", "v1", {"v2_kernel_warmup": True},
      "Model Runner V2 warms up with min(max_num_seqs, batched tokens // 2) two-token prompts "
      "and no sampler wrapper: torch's OOM (v1/worker/gpu/warmup.py)"),

@@ -184,12 +184,17 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, de
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
     align = kvm.hybrid_alignment(spec, rules, gpu.compute_capability, block)
+    kw = dict(kv_bytes=kv_b, mamba_bytes=dtype_b, block_size=block, engine=rules.engine,
+              kv_dtype_name=kv_name, kernel_alignment=align, mamba_mode=mamba_mode,
+              mla_align_elems=mla_align)
+    whole = (_memo.layout_shape(spec, s, rules, (0, spec.num_layers), **kw)
+             if rules.kv_fit_whole_model and len(stages) > 1 else None)
     out = []
     for r, rng, w_est, n_est, mamba_slot in stages:
-        shape = _memo.layout_shape(spec, s, rules, rng, kv_bytes=kv_b, mamba_bytes=dtype_b,
-                                   block_size=block, engine=rules.engine, kv_dtype_name=kv_name,
-                                   kernel_alignment=align, mamba_mode=mamba_mode,
-                                   mla_align_elems=mla_align)
+        shape = _memo.layout_shape(spec, s, rules, rng, **kw)
+        if whole is not None and shape.groups:
+            # NOTE: 0.14-0.16 check one request of the whole model against each worker
+            shape = replace(shape, check_layout=whole)
         out.append((r, rng, w_est, n_est, shape, mamba_slot, kvm.windowed(shape)))
     return tuple(out), kv_name, ctx
 
