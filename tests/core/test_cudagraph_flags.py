@@ -179,3 +179,23 @@ def test_what_the_model_and_parallelism_do_to_the_mode():
     assert [mode(v, decode_context_parallel_size=2) for v in ("0.11.1", "0.12.0", "0.13.0")] == \
         [PW, PW, FAP]
     assert cudagraph_mode(S(), resolve_rules("0.20.0")) == FAP     # no spec: the flags only
+
+
+@pytest.mark.parametrize("version, text", [
+    ("0.10.1", "Compilation level should be CompilationLevel.PIECEWISE when cudagraph_mode "
+               "piecewise cudagraphs is used, cudagraph_mode=CUDAGraphMode.PIECEWISE"),
+    ("0.11.2", "Compilation mode should be CompilationMode.VLLM_COMPILE when cudagraph_mode "
+               "piecewise cudagraphs is used, cudagraph_mode=PIECEWISE"),
+])
+def test_piecewise_mode_without_level_3_fails_vllms_assert(version, text):
+    """0.10.1-0.11.2 (VllmConfig.__post_init__): a piecewise cudagraph_mode given with a
+    compilation level other than 3 stops vLLM; 0.12+ turns the mode off instead (above),
+    --enforce-eager sets the mode to NONE first, FULL needs no piecewise compilation."""
+    s = S(cudagraph_mode=PW, compilation_mode=0, max_model_len=4096)
+    with pytest.raises(UsageError) as exc:
+        plan(llama31_8b(), s, H100, vllm_version=version)
+    assert text in str(exc.value)
+    for ok in (s.with_(enforce_eager=True), s.with_(cudagraph_mode="FULL"),
+               s.with_(compilation_mode=3), s.with_(compilation_mode=None)):
+        assert plan(llama31_8b(), ok, H100, vllm_version=version).outcome.ok
+    assert plan(llama31_8b(), s, H100, vllm_version="0.12.0").outcome.ok

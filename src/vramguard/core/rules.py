@@ -237,6 +237,9 @@ class VllmRules:
     # (0.13-0.29: only the modes that need piecewise compilation), "opt_decode" (0.30+:
     # PIECEWISE off, FULL_AND_PIECEWISE down to FULL_DECODE_ONLY)
     cudagraph_control: str = "eager_only"
+    # 0.10.1-0.11.2: an explicit cudagraph_mode that needs piecewise compilation without
+    # compilation level/mode 3 fails vLLM's assert, worded "level" (0.10.1-0.11.0) or "mode"
+    piecewise_assert: str | None = None
     cudagraph_default: str = "PIECEWISE"     # the default mode (0.11+: FULL_AND_PIECEWISE)
     # what the model and parallelism do to the mode (`stage_terms.cudagraph_mode`):
     dp_forces_eager: bool = False            # v1 0.8.0-0.9.0: --data-parallel-size > 1, no graphs

@@ -264,9 +264,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "v1", {"v1_unchunked_tokens": "l", "sched_clamp_seqs": True},
      "without chunked prefill the batched tokens are max_model_len; default sequences at most "
      "the batched tokens (engine/arg_utils.py)"),
-    ("0.10.1", "v1", {"cudagraph_control": "level"},
+    ("0.10.1", "v1", {"cudagraph_control": "level", "piecewise_assert": "level"},
      "cudagraph_mode (config/compilation.py): unset, NONE unless the compilation level is 3 "
-     "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__)"),
+     "(-O0/1/2 capture no graphs; config/__init__.py VllmConfig.__post_init__); a piecewise "
+     "mode given without level 3 fails an assert"),
     ("0.10.1", "v1", {"mm_dummy_at_max_len": False},
      "dummy multimodal item built at max_num_batched_tokens again (_get_mm_dummy_batch)"),
     ("0.10.1", "both", {"init_token_buffers": True},
@@ -314,6 +315,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"graph_pooling_piecewise": "any", "graph_dcp_piecewise": True},
      "'Pooling models do not support full cudagraphs' / DCP 'incompatible with full CUDA "
      "graphs. Overriding cudagraph_mode to PIECEWISE' (config/vllm.py)"),
+    ("0.11.1", "v1", {"piecewise_assert": "mode"},
+     "... the assert names CompilationMode.VLLM_COMPILE (config/vllm.py)"),
     ("0.11.1", "v1", {"lora_moe": True},
      "FusedMoE layers take LoRA: slots per routed expert (lora/layers/fused_moe.py)"),
     ("0.11.1", "v1", {"uma_free_is_host_ram": True},
@@ -346,7 +349,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.2", "v1", {"dcp": "gqa"},
      "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
      "(config/model.py)"),
-    ("0.12.0", "v1", {"cudagraph_control": "opt"},
+    ("0.12.0", "v1", {"cudagraph_control": "opt", "piecewise_assert": None},
      "-O N is --optimization-level (O0: no graphs); any graph mode without compilation mode 3 "
      "becomes NONE (config/vllm.py __post_init__, OPTIMIZATION_LEVEL_00-03)"),
     ("0.12.0", "v1", {"dcp_log": "cp"},

@@ -290,10 +290,30 @@ def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
     if s.mm_ipc_gpu_memory_gb and rules.mm_ipc_reserve is None:
         raise _unrecognized("--mm-ipc-gpu-memory-gb", f"{s.mm_ipc_gpu_memory_gb:g}",
                             f"vLLM {version} ({rules.engine}) has no such flag (V1 0.25+)")
+    if rules.piecewise_assert and s.cudagraph_mode in _NEEDS_PIECEWISE and not s.enforce_eager:
+        _check_piecewise_compile(s, rules.piecewise_assert)
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
         raise _unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
                             f"vLLM {version} has no such flag (0.9-0.12); use "
                             "--cudagraph-capture-sizes (0.11.1+)")
+
+
+_NEEDS_PIECEWISE = ("PIECEWISE", "FULL_AND_PIECEWISE")
+
+
+def _check_piecewise_compile(s: Settings, wording: str) -> None:
+    """VllmConfig's assert (0.10.1-0.11.2): a cudagraph_mode with piecewise graphs needs
+    compilation level / mode 3 (`-O N` or the compilation config; 3 by default)."""
+    level = next((x for x in (s.compilation_mode, s.optimization_level) if x is not None), 3)
+    if level == 3:
+        return
+    what = ("Compilation level should be CompilationLevel.PIECEWISE" if wording == "level"
+            else "Compilation mode should be CompilationMode.VLLM_COMPILE")
+    shown = f"CUDAGraphMode.{s.cudagraph_mode}" if wording == "level" else s.cudagraph_mode
+    raise UsageError(f"{what} when cudagraph_mode piecewise cudagraphs is used, "
+                     f"cudagraph_mode={shown}", where="--compilation-config",
+                     fix="Use compilation level 3 (-O3), or cudagraph_mode FULL_DECODE_ONLY "
+                         "/ NONE")
 
 
 def _check_dcp(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
