@@ -281,7 +281,7 @@ def layers_only(sp):
     """The model without embedding, head, final norm, extras and vision (adds exact zeros)."""
     import dataclasses
     return dataclasses.replace(sp, embed_params=0, lm_head_params=0, final_norm_params=0,
-                               extra_params=0, vision=None)
+                               extra_params=0, extra_tp_params=0, vision=None)
 
 
 def layers_by_loop(sp, tp, dtype_b):

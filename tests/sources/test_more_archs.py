@@ -241,6 +241,27 @@ def test_gemma3n_text_altup_laurel_ple_and_shared_kv():
     assert s.kv_bytes_per_token(dtype_bytes=2) == 20 * 2 * 2 * 256 * 2 == 40_960
 
 
+def test_gemma3n_per_layer_embeddings_split_over_tp():
+    """vLLM gemma3n.py: the per-layer embedding table (VocabParallelEmbedding), its input
+    projection and the AltUp (un)embed projections (ColumnParallelLinear) are split over TP;
+    only the projection's norm is replicated."""
+    from vramguard.core.settings import Settings
+    from vramguard.core.weights import weights_per_rank
+    text = dict(GEMMA3N_E4B["text_config"])
+    s = spec_from_config({"architectures": ["Gemma3nForCausalLM"], **text}, name="e4b-text")
+    h, n, ple = 2048, 35, 256
+    split = 262144 * n * ple + h * n * ple + 2 * 3 * h * h
+    assert s.extra_tp_params == split and s.extra_params == ple
+    from dataclasses import replace
+    replicated = replace(s, extra_params=ple + split, extra_tp_params=0)
+    for tp in (1, 2, 4):
+        st = Settings(tensor_parallel_size=tp)
+        got = weights_per_rank(s, st)[0]
+        rep = weights_per_rank(replicated, st)[0]
+        assert rep.params - got.params == split - split // tp
+        assert rep.derived_bytes - got.derived_bytes == 2 * (split - split // tp)
+
+
 def test_gemma3n_per_layer_mlp_widths():
     """MatFormer slices give each layer its own width (vLLM: intermediate_size[layer_idx])."""
     widths = [8192] * 20 + [16384] * 15

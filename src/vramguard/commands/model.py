@@ -107,7 +107,7 @@ def weight_bytes(spec, linear: float, experts: float | None = None,
     exp_b = experts if experts is not None else linear
     att_b = attention if attention is not None else linear
     total = spec.embed_params * embed + spec.lm_head_params * lm_head
-    total += (spec.final_norm_params + spec.extra_params) * 2
+    total += (spec.final_norm_params + spec.extra_params + spec.extra_tp_params) * 2
     total += (spec.vision.num_params if spec.vision else 0) * 2
     for layer in spec.layers:
         p = layer.params

@@ -302,6 +302,9 @@ class ModelSpec:
     lm_head_params: int = 0              # 0 when tied
     final_norm_params: int = 0
     extra_params: int = 0                # e.g. position embeddings, replicated on the first rank
+    # model-level weights split over TP on the first stage (Gemma-3n / Gemma-4's per-layer
+    # embedding table, vocab-parallel, and their column-parallel input projections)
+    extra_tp_params: int = 0
     max_len_keys: dict[str, int] = field(default_factory=dict)   # config keys vLLM reads
     rope_scaling: dict | None = None
     tokenizer_max_length: int | None = None
@@ -330,7 +333,8 @@ class ModelSpec:
     def num_params(self) -> int:
         """Total parameters from the architecture (LM + vision)."""
         return (self.embed_params + self.lm_head_params + self.final_norm_params
-                + self.extra_params + sum(l.params.total() for l in self.layers)
+                + self.extra_params + self.extra_tp_params
+                + sum(l.params.total() for l in self.layers)
                 + (self.vision.num_params if self.vision else 0))
 
     def num_active_params(self) -> int:
@@ -338,12 +342,14 @@ class ModelSpec:
         n_exp = self.moe.num_experts if self.moe else None
         k = self.moe.num_experts_per_tok if self.moe else None
         return (self.embed_params + self.lm_head_params + self.final_norm_params
-                + self.extra_params + sum(l.params.active(n_exp, k) for l in self.layers)
+                + self.extra_params + self.extra_tp_params
+                + sum(l.params.active(n_exp, k) for l in self.layers)
                 + (self.vision.num_params if self.vision else 0))
 
     def params_by_component(self) -> dict[str, int]:
         """Parameter breakdown: embeddings, attention, mlp, experts, lm_head, vision, ..."""
-        out = {"embeddings": self.embed_params + self.extra_params, "attention": 0, "mlp": 0,
+        out = {"embeddings": self.embed_params + self.extra_params + self.extra_tp_params,
+               "attention": 0, "mlp": 0,
                "experts": 0, "mixer": 0, "norms": self.final_norm_params,
                "lm_head": self.lm_head_params,
                "vision": self.vision.num_params if self.vision else 0}

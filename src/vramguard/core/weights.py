@@ -191,8 +191,9 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
         total_b += spec.embed_params * shard * emb_b
         params += int(spec.embed_params * shard)
     if pp_rank == 0:
-        total_b += spec.embed_params * shard * emb_b + spec.extra_params * dtype_b
-        params += int(spec.embed_params * shard) + spec.extra_params
+        total_b += (spec.embed_params * shard * emb_b + spec.extra_params * dtype_b
+                    + spec.extra_tp_params / tp * dtype_b)
+        params += int(spec.embed_params * shard) + spec.extra_params + spec.extra_tp_params // tp
         if spec.vision and not settings.language_model_only:
             # NOTE: --mm-encoder-tp-mode data replicates the encoder on every TP rank
             # (`stage_terms.mm_settings` has already applied vLLM's fallback to "weights")

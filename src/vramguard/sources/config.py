@@ -192,7 +192,8 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
         prov["quant"] = origin
     max_len, rope = _max_len(t, prov, origin)
     mtp, mtp_layers = _mtp(t, body, a, notes)
-    for key in ("layers", "embed_params", "lm_head_params", "final_norm_params", "extra_params"):
+    for key in ("layers", "embed_params", "lm_head_params", "final_norm_params", "extra_params",
+                "extra_tp_params"):
         prov[key] = Source.DERIVED
     if body.moe:
         prov["moe"] = origin
@@ -206,7 +207,7 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
         vocab_size=a.vocab, torch_dtype=_dtype(top, t, prov, origin, notes),
         layers=tuple(body.layers), intermediate_size=a.intermediate, tie_word_embeddings=a.tie,
         embed_params=body.embed, lm_head_params=body.lm_head, final_norm_params=body.final_norm,
-        extra_params=body.extra, max_len_keys=max_len, rope_scaling=rope, moe=body.moe,
+        extra_params=body.extra, extra_tp_params=body.extra_tp, max_len_keys=max_len, rope_scaling=rope, moe=body.moe,
         vision=vision, quant=quant, is_encoder_only=body.encoder_only, provenance=prov,
         notes=tuple(notes), source_ref=source_ref, mtp_params=mtp,
         mtp_layers=mtp_layers, token_buffer_bytes=body.token_buffer_bytes,

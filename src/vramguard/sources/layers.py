@@ -64,6 +64,7 @@ class Body:
     lm_head: int = 0
     final_norm: int = 0
     extra: int = 0
+    extra_tp: int = 0                # model-level weights split over TP (`extra_tp_params`)
     encoder_only: bool = False
     num_kv_heads: int | None = None
     head_dim: int | None = None
@@ -328,7 +329,7 @@ def build_decoder(a: Arch) -> Body:
     body = Body(layers=layers, moe=moe, embed=a.vocab * h, final_norm=norm_size(mt, h),
                 lm_head=0 if a.tie else _lm_head_vocab(a) * h)
     if g:
-        body.extra = g.model_extra_params()
+        body.extra, body.extra_tp = g.model_extra_params(), g.model_tp_params()
     return body
 
 
@@ -395,13 +396,20 @@ class _Gemma4:
         return self.ple_layer_params()
 
     def ple_params(self) -> int:
+        """The per-layer embedding table and its input projection (vLLM: VocabParallelEmbedding
+        and ColumnParallelLinear, split over TP)."""
         if not self.ple:
             return 0
         n, h = self.a.num_layers, self.a.hidden
-        return self.ple_vocab * n * self.ple + h * n * self.ple + self.ple
+        return self.ple_vocab * n * self.ple + h * n * self.ple
 
     def model_extra_params(self) -> int:
-        """Model-level parameters beside the embedding, final norm and LM head."""
+        """Model-level parameters beside the embedding, final norm and LM head, replicated
+        (the per-layer projection's norm)."""
+        return self.ple
+
+    def model_tp_params(self) -> int:
+        """Model-level parameters split over TP."""
         return self.ple_params()
 
 
@@ -435,6 +443,6 @@ class _Gemma3n(_Gemma4):
         altup = n * n + n ** 3 + h * n + 2 * h
         return self.ple_layer_params() + laurel + altup
 
-    def model_extra_params(self) -> int:
-        h = self.a.hidden
-        return self.ple_params() + 2 * (self.altup - 1) * h * h   # AltUp (un)embed projections
+    def model_tp_params(self) -> int:
+        h = self.a.hidden        # AltUp (un)embed projections: column-parallel (gemma3n.py)
+        return self.ple_params() + 2 * (self.altup - 1) * h * h
