@@ -125,3 +125,18 @@ def test_v0_reads_no_skip_mm_profiling():
     assert act("v1", skip) < act("v1", BASE)
     off = OFF.with_(skip_mm_profiling=True)
     assert act("v0", off) == act("v0", OFF) < act("v0", BASE)
+
+
+def test_model_runner_v2_profiles_the_encoder_from_0_27():
+    """Model Runner V2 (the default for dense models from 0.25) ran the text forward and
+    the sampler only in its profile run until 0.26; 0.27 added the encoder batch. The V1
+    runner (VLLM_USE_V2_MODEL_RUNNER=0) always had it."""
+    def act(version, s=BASE, env=None):
+        return plan(QWEN_VL, s, L4, vllm_version=version, env=env).tightest \
+            .activation.value_bytes
+    skip = BASE.with_(skip_mm_profiling=True)
+    for version in ("0.25.0", "0.26.0"):
+        assert act(version) == act(version, skip)
+        v1 = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+        assert act(version, env=v1) > act(version, skip, env=v1)
+    assert act("0.27.0") > act("0.27.0", skip)

@@ -776,6 +776,7 @@ def test_qwen_vl_dummy_video_note():
     assert note("0.10.2") is None and note("0.8.5") is None
     assert note("0.33.0", max_model_len=16384) is None
     assert note("0.33.0", language_model_only=True) is None
+    assert note("0.25.0") is None and note("0.27.0")       # V2 profiles no encoder before 0.27
 
 
 def test_unified_memory_notes():

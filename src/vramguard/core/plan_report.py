@@ -196,7 +196,9 @@ class PlanReport:
         s = self.s
         if (not self.rules.mm_dummy_at_max_len or self.spec.model_type not in QWEN_VIDEO_TYPES
                 or s.language_model_only or s.skip_mm_profiling
-                or dict(s.limit_mm_per_prompt or ()).get("video", 1) == 0):
+                or dict(s.limit_mm_per_prompt or ()).get("video", 1) == 0
+                or (not self.rules.v2_profiles_encoder
+                    and model_runner_v2(self.spec, s, self.rules))):
             return None
         pairs = max(1, min(QWEN_VIDEO_MAX_FRAME_PAIRS, self.L // QWEN_FRAME_PAIR_TOKENS))
         if pairs < 2:

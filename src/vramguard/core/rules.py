@@ -286,6 +286,9 @@ class VllmRules:
     # architecture is in `v2_archs`) | "all" (0.29+); config/vllm.py
     # `_is_default_v2_model_runner_model`
     model_runner_v2: str = "none"
+    # Model Runner V2's profile run encodes a multimodal dummy batch (0.27+: on the first PP
+    # rank; 0.12-0.26 it ran the text forward and the sampler only)
+    v2_profiles_encoder: bool = False
     v2_archs: frozenset[str] = frozenset()
     v2_dense_unquantized_only: bool = False
     # v0 multimodal profile run (model_runner.profile_run, 0.5.1+): the dummy batch has

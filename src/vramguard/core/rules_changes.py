@@ -528,6 +528,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.27.0", "v1", {"mm_ipc_reserve": "0.27"},
      "the reservation moved to multimodal/gpu_ipc_memory.py (hw_decoders in its refusal)"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),
+    ("0.27.0", "v1", {"v2_profiles_encoder": True},
+     "Model Runner V2 profiles the multimodal encoder (v1/worker/gpu/model_runner.py "
+     "profile_run; 0.12-0.26: text forward and sampler only)"),
     ("0.27.0", "v1", {"dcp_messages": "v027"},
      "DCP's GQA/MQA checks raise ValueErrors with new words (config/model.py)"),
     ("0.27.0", "v1", {"csa_grouping": "packed"},

@@ -61,7 +61,8 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     # prompt limited to 0 items of every input has no multimodal data in either engine
     skip = s.skip_mm_profiling and (rules.engine == "v1" or (
         s.limit_mm_per_prompt is not None and mm_encoder_off(spec, s)))
-    encoder = encoder and not (s.language_model_only or skip)
+    encoder = encoder and not (s.language_model_only or skip
+                               or (v2 and not rules.v2_profiles_encoder))
     inflight = kvm.inflight_tokens(rules, s, tokens, async_sched, v2)
     pp = s.pipeline_parallel_size
     buffers = (tokens * (spec.token_buffer_bytes + spec.token_buffer_elems * dtype_b)
