@@ -199,3 +199,31 @@ def test_v1_0_14_to_0_16_check_the_whole_model_against_each_pp_worker():
         assert p.kv.num_blocks == 12 * GIB // (16 * 16 * 4096)    # the pool stays per worker
     auto = run("0.16.0", max_model_len=-1, max_model_len_auto=True)
     assert auto.outcome.ok and auto.settings["max_model_len"] == 12 * GIB // (32 * 4096)
+
+
+def test_v1_0_7_profiles_logits_without_a_sampler():
+    """V1 0.7.0-0.7.2's profile run computes the logits of every batched token, 0.7.3 of
+    each dummy request, in the model dtype, with no dummy sampler; 0.8.0 adds the sampler
+    (fp32 copies) and its warm-up. Llama-3.1-8B bf16, vocabulary 128,256."""
+    s = pinned(max_model_len=8192, max_num_batched_tokens=4096, max_num_seqs=64)
+
+    def act(version):
+        p = plan(llama31_8b(), s, H100, vllm_version=version, engine="v1")
+        return p.tightest.activation.value_bytes
+    vocab = 128256
+    assert act("0.7.2") - act("0.7.3") == 4096 * vocab * 2 - 64 * vocab * 2
+    assert act("0.8.0") - act("0.7.3") == int(64 * vocab * 4 * 2.1) - 64 * vocab * 2
+
+
+def test_v1_0_7_warms_no_sampler_up():
+    """A pool that leaves no room for the sampler warm-up: 0.8.0 fails it, 0.7.3 has none."""
+    from vramguard.core.planner import PlanHooks
+    from vramguard.core.provenance import GIB
+    s = pinned(max_model_len=4096, max_num_seqs=1024, max_num_batched_tokens=8192,
+               gpu_memory_utilization=0.99)
+    hooks = PlanHooks(weights_bytes=40 * GIB, activation_bytes=GIB, non_torch_bytes=GIB,
+                      cuda_graph_bytes=0)
+    new = plan(llama31_8b(), s, H100, vllm_version="0.8.0", engine="v1", hooks=hooks)
+    old = plan(llama31_8b(), s, H100, vllm_version="0.7.3", engine="v1", hooks=hooks)
+    assert new.outcome.failure == "sampler_warmup_oom"
+    assert old.outcome.ok

@@ -567,7 +567,8 @@ class _Walk(PlanReport):
                      + cap.num_blocks * last.layout.page_size_bytes)
         free_after_graphs = self.T - used_last - graph_pool
         reqs, need = self.sampler_warmup()
-        if rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs:
+        if (rules.engine != "v1" or self.device == "cpu" or need <= free_after_graphs
+                or rules.v1_profile_logits):     # NOTE: V1 0.7.x warms no sampler up
             return
         if need > 1.25 * free_after_graphs:
             # NOTE: V2's kernel warm-up raises torch's own OOM (no sampler wrapper)

@@ -86,6 +86,10 @@ class VllmRules:
     # logits; from 0.17 an in-place Triton top-k/top-p with a (SMs × vocab) buffer, 2 + SMs /
     # requests)
     profile_sampler_copies: float = 7.5
+    # V1 0.7.x: no dummy sampler and no sampler warm-up; the profile run computes the logits
+    # in the model dtype for every batched token ("tokens", 0.7.0-0.7.2) or one per dummy
+    # request, max_num_seqs ("seqs", 0.7.3) (v1/worker/gpu_model_runner.py profile_run)
+    v1_profile_logits: str | None = None
     default_util: float = 0.90
     # ---- scheduler defaults (§9) ----
     sched_defaults: str = "v0"               # key of SCHED_DEFAULTS: v0|v1_080|v1_081|...

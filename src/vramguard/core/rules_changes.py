@@ -138,8 +138,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "the fit check sums every layer's own spec before grouping (check_enough_kv_cache_memory)"),
     ("0.7.0", "v1", {"v1_forced_chunked": "all", "kv_memory_log": "v1_0102"},
      "'V1 always uses chunked prefills' (engine/arg_utils.py)"),
-    ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1},
-     "v1 scheduler defaults (§9); v1 dummy sampler"),
+    ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1,
+                     "v1_profile_logits": "tokens"},
+     "v1 scheduler defaults (§9); the profile run's logits for every batched token, no "
+     "sampler (v1/worker/gpu_model_runner.py profile_run)"),
     ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
     ("0.7.0", "v0", {"draft_model": "v0_outside"},
      "non-KV memory = the target runner's weights + peak + non-torch: the draft worker's "
@@ -162,6 +164,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "an architecture outside the registry falls back to the Transformers backend "
      "(model_executor/models/registry.py _normalize_archs; model_loader/utils.py)"),
     ("0.7.3", "both", {"usage_metric": "vllm:gpu_cache_usage_perc"}, "v1 metrics (§12)"),
+    ("0.7.3", "v1", {"v1_profile_logits": "seqs"},
+     "the profile run's logits for max_num_seqs dummy requests only (profile_run)"),
     ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
      "Mamba state: max_num_seqs slots with --enforce-eager"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
@@ -187,6 +191,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.0", "both", {"mla_block_hopper": 64, "mla_user_block": "replace"},
      "FlashMLA forces 64-token blocks on Hopper, whatever --block-size says, for either engine "
      "(§4; platforms/cuda.py check_and_update_config, is_flashmla_supported: Hopper only)"),
+    ("0.8.0", "v1", {"v1_profile_logits": None},
+     "dummy sampler run in the profile run and a sampler warm-up (gpu_worker.py "
+     "compile_or_warm_up_model)"),
     ("0.8.0", "v1", {"mla_supported": True},
      "V1 MLA latent cache (kv_cache_interface.py use_mla; V1 0.7 ran full heads)"),
     ("0.8.0", "v1", {"dp_forces_eager": True},

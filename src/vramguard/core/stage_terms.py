@@ -63,6 +63,11 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
         s.limit_mm_per_prompt is not None and mm_encoder_off(spec, s)))
     encoder = encoder and not (s.language_model_only or skip
                                or (v2 and not rules.v2_profiles_encoder))
+    if rules.v1_profile_logits:
+        # NOTE: V1 0.7.x has no dummy sampler: the logits of every batched token (0.7.0-0.7.2)
+        # or of each dummy request (0.7.3), in the model dtype
+        num_reqs = tokens if rules.v1_profile_logits == "tokens" else seqs
+        copies = dtype_b / 4
     inflight = kvm.inflight_tokens(rules, s, tokens, async_sched, v2)
     pp = s.pipeline_parallel_size
     buffers = (tokens * (spec.token_buffer_bytes + spec.token_buffer_elems * dtype_b)
