@@ -227,3 +227,16 @@ def test_v1_0_7_warms_no_sampler_up():
     old = plan(llama31_8b(), s, H100, vllm_version="0.7.3", engine="v1", hooks=hooks)
     assert new.outcome.failure == "sampler_warmup_oom"
     assert old.outcome.ok
+
+
+def test_lora_falls_back_to_v0_in_0_8_0_to_0_8_2():
+    """engine/arg_utils.py `_is_v1_supported_oracle`: "LORA is experimental on
+    VLLM_USE_V1=1. Falling back to V0 Engine." (0.8.0-0.8.2; VLLM_USE_V1=1 keeps V1)."""
+    lora = pinned(max_model_len=8192, enable_lora=True)
+    assert plan(llama31_8b(), lora, H100, vllm_version="0.8.2").engine == "v0"
+    assert any("LoRA" in a for a in plan(llama31_8b(), lora, H100,
+                                         vllm_version="0.8.0").assumptions)
+    assert plan(llama31_8b(), lora, H100, vllm_version="0.8.2", engine="v1").engine == "v1"
+    assert plan(llama31_8b(), lora, H100, vllm_version="0.8.3").engine == "v1"
+    assert plan(llama31_8b(), pinned(max_model_len=8192), H100,
+                vllm_version="0.8.2").engine == "v1"

@@ -30,8 +30,8 @@ __all__ = ["Family", "family_of", "family_base", "free_at_start", "free_bytes_at
 def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
                 spec: ModelSpec, settings: Settings) -> tuple[VllmRules, str | None]:
     """The version row, and why the default v1 engine falls back to v0 (None: it does not):
-    compute capability < 8.0, Mamba/linear-attention layers (0.8.0-0.10.1), an embedding
-    model (0.8.0-0.9.1) or a drafter v1 does not run (up to 0.9.2)."""
+    compute capability < 8.0, Mamba/linear-attention layers (0.8.0-0.10.1), LoRA (0.8.0-0.8.2),
+    an embedding model (0.8.0-0.9.1) or a drafter v1 does not run (up to 0.9.2)."""
     rules = _memo.resolve_rules(version, engine)
     if engine is not None or rules.engine != "v1":
         return rules, None
@@ -41,6 +41,8 @@ def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
         return _memo.resolve_rules(version, "v0"), f"compute capability {cc[0]}.{cc[1]} < 8.0"
     if rules.v1_falls_back_for_mamba and _memo.has_mamba(spec):
         return _memo.resolve_rules(version, "v0"), "Mamba/linear-attention layers"
+    if rules.v1_falls_back_for_lora and settings.enable_lora:
+        return _memo.resolve_rules(version, "v0"), "LoRA"
     if rules.v1_falls_back_for_pooling and spec.is_encoder_only:
         return _memo.resolve_rules(version, "v0"), "an embedding (pooling) model"
     if spec.draft is not None and falls_back_to_v0(spec, settings, rules):

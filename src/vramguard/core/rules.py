@@ -35,6 +35,9 @@ class VllmRules:
     # VLLM_USE_V1=1 (engine/arg_utils.py _is_v1_supported_oracle; v1 by default from 0.10.2)
     v1_falls_back_for_mamba: bool = False
     v1_falls_back_for_pooling: bool = False  # 0.8.0-0.9.1: embedding models run on V0
+    # 0.8.0-0.8.2: --enable-lora falls back to V0 unless VLLM_USE_V1=1 ("LORA is experimental
+    # on VLLM_USE_V1=1. Falling back to V0 Engine.", engine/arg_utils.py)
+    v1_falls_back_for_lora: bool = False
     # A separate draft LM (`--speculative-config` "model", method draft_model): "v0_in_budget"
     # (v0 up to 0.6: its weights deducted with the target's), "v0_outside" (v0 0.7-0.9.2:
     # loaded before profiling, not deducted), "v1_fallback" (v1 up to 0.9.2: the engine falls
