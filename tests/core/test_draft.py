@@ -137,3 +137,29 @@ def test_a_drafter_with_unlike_layers_counts_each():
     p = plan(replace(TARGET, draft=replace(DRAFT, attention=layers)), SPEC, RTX4090,
              vllm_version="0.30.0")
     assert p.kv.bytes_per_token == 28_672 + 12_800
+
+
+def test_speculative_refusals_by_engine_and_mamba_layers():
+    """V0 refuses any speculative config from 0.10 (platforms/cuda.py); V1 refuses it on
+    models with Mamba / linear-attention layers: Mamba2 layers in 0.9.2, any in 0.10.0-0.10.1,
+    any but Qwen3-Next's in 0.10.2-0.16 (mamba/abstract.py), none from 0.17."""
+    from core_specs import qwen3_next_kv_only
+    h100 = lookup_gpu("H100-80GB")
+    ngram = Settings(max_model_len=8192, num_speculative_tokens=3, speculative_method="ngram")
+    with pytest.raises(UsageError, match="Speculative decoding is not supported on vLLM V0."):
+        plan(TARGET, ngram, h100, vllm_version="0.10.1", engine="v0")
+    assert plan(TARGET, ngram, h100, vllm_version="0.9.2", engine="v0").outcome.ok
+    nxt = qwen3_next_kv_only()
+    other = replace(nxt, model_type="qwen3_5", architecture="Qwen3_5ForCausalLM")
+    tp4 = ngram.with_(tensor_parallel_size=4)
+    for version in ("0.10.1", "0.16.0"):
+        with pytest.raises(UsageError, match="Mamba with speculative decoding is not supported"):
+            plan(other, tp4, h100, vllm_version=version, engine="v1")
+    with pytest.raises(UsageError, match="Mamba with speculative decoding"):
+        plan(nxt, tp4, h100, vllm_version="0.10.1", engine="v1")
+    for version in ("0.10.2", "0.16.0"):
+        plan(nxt, tp4, h100, vllm_version=version, engine="v1")
+    plan(other, tp4, h100, vllm_version="0.17.0", engine="v1")
+    plan(other, tp4, h100, vllm_version="0.9.2", engine="v1")          # GDN: not Mamba2
+    plan(other, tp4.with_(num_speculative_tokens=0, speculative_method=None), h100,
+         vllm_version="0.16.0", engine="v1")

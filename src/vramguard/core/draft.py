@@ -14,7 +14,8 @@ from .provenance import GIB
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["draft_method", "uses_draft", "falls_back_to_v0", "check_draft", "draft_note"]
+__all__ = ["draft_method", "uses_draft", "falls_back_to_v0", "check_draft", "check_speculative",
+           "draft_note"]
 
 # NOTE: the speculative methods v1 ran in 0.9.2; with any other drafter the default v1
 # engine fell back to v0 (engine/arg_utils.py _is_v1_supported_oracle).
@@ -55,6 +56,33 @@ def check_draft(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                if rules.draft_model == "explicit" else
                "Use vLLM 0.15 or newer for a draft model, or an EAGLE / n-gram / MTP method")
         raise UsageError(text, where="--speculative-config", fix=fix)
+
+
+def speculates(s: Settings) -> bool:
+    """Whether the launch has a speculative config (a method or speculative tokens)."""
+    return s.num_speculative_tokens > 0 or bool(s.speculative_method)
+
+
+def check_speculative(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """vLLM's refusals of speculative decoding by engine and model: V0 from 0.10, and V1
+    with Mamba / linear-attention layers (0.9.2-0.16). Raises UsageError."""
+    if not speculates(s):
+        return
+    if rules.engine == "v0" and rules.v0_spec_refused:
+        raise UsageError("Speculative decoding is not supported on vLLM V0.",
+                         where="--speculative-config",
+                         fix="Run on the V1 engine (compute capability 8.0+ and a model V1 "
+                             "serves), or drop --speculative-config")
+    refused = rules.mamba_spec_refused
+    if refused is None or rules.engine != "v1":
+        return
+    kinds = {l.attention.mamba.kind for l in spec.layers if l.attention.mamba is not None}
+    if (refused == "mamba2" and "mamba2" not in kinds) or not kinds or (
+            refused == "not_qwen3_next" and spec.model_type == "qwen3_next"):
+        return
+    raise UsageError("Mamba with speculative decoding is not supported yet.",
+                     where="--speculative-config",
+                     fix="Drop --speculative-config, or use vLLM 0.17 or newer")
 
 
 def draft_note(draft: DraftModel, s: Settings, rules: VllmRules) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from . import _memo
 from . import activation as act
-from .draft import check_draft, falls_back_to_v0
+from .draft import check_draft, check_speculative, falls_back_to_v0
 from .effective import SettingsBase, settings_base
 from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
@@ -106,6 +106,7 @@ def check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
     check_dtype_capability(spec, settings, rules, gpu)
     if spec.draft is not None:
         check_draft(spec, settings, rules)
+    check_speculative(spec, settings, rules)
     if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:
         check_kv_dtype(spec, settings, rules)
     if spec.quant is not None and spec.quant.linear_schemes:

@@ -38,6 +38,12 @@ class VllmRules:
     # 0.8.0-0.8.2: --enable-lora falls back to V0 unless VLLM_USE_V1=1 ("LORA is experimental
     # on VLLM_USE_V1=1. Falling back to V0 Engine.", engine/arg_utils.py)
     v1_falls_back_for_lora: bool = False
+    # speculative decoding refused at startup ("... is not supported yet", model runner /
+    # MambaBase.get_kv_cache_spec): on V1 with Mamba layers, "mamba2" (0.9.2: MambaMixer2
+    # layers), "any" (0.10.0-0.10.1), "not_qwen3_next" (0.10.2-0.16), None; on V0 (0.10+:
+    # platforms/cuda.py "Speculative decoding is not supported on vLLM V0.")
+    mamba_spec_refused: str | None = None
+    v0_spec_refused: bool = False
     # A separate draft LM (`--speculative-config` "model", method draft_model): "v0_in_budget"
     # (v0 up to 0.6: its weights deducted with the target's), "v0_outside" (v0 0.7-0.9.2:
     # loaded before profiling, not deducted), "v1_fallback" (v1 up to 0.9.2: the engine falls

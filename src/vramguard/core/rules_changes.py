@@ -244,12 +244,18 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.1", "both", {"tokenizer_cap": "all"},
      "the tokenizer's model_max_length caps every model's length, after its check "
      "(config.py get_and_verify_max_len)"),
+    ("0.9.2", "v1", {"mamba_spec_refused": "mamba2"},
+     "'Mamba with speculative decoding is not supported yet.' (Mamba2 layers; "
+     "v1/worker/gpu_model_runner.py get_kv_cache_spec)"),
     ("0.9.2", "both", {"tokenizer_cap": "encoder"},
      "... pooling models only ('for generative models, this can be incorrect and unduly limit "
      "the context window (e.g., DeepSeek-R1)'); 0.10.0: with absolute position embeddings"),
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.9.2", "v1", {"v1_forced_chunked": "non_pooling", "v1_falls_back_for_pooling": False},
      "pooling models run on V1, chunked prefill off by default (_set_default_args_v1)"),
+    ("0.10.0", "v1", {"mamba_spec_refused": "any"}, "... any Mamba / linear-attention layer"),
+    ("0.10.0", "v0", {"v0_spec_refused": True},
+     "'Speculative decoding is not supported on vLLM V0.' (platforms/cuda.py)"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
     ("0.10.0", "v1", {"chunked_local_spec": True},
      "ChunkedLocalAttentionSpec (v1/kv_cache_interface.py; before, chunked layers are full)"),
@@ -285,6 +291,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "both", {"mm_zero_skips_tower": _MM_ZERO_0101},
      "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
      "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
+    ("0.10.2", "v1", {"mamba_spec_refused": "not_qwen3_next"}, "... Qwen3-Next aside"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
     ("0.10.2", "both", {"msg_max_len": "v0102"},
      "the too-long error adds VLLM_ALLOW_LONG_MAX_MODEL_LEN's caution (config.py)"),
@@ -431,6 +438,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),
     ("0.16.0", "v1", {"profile_assert_ge": True},
      "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
+    ("0.17.0", "v1", {"mamba_spec_refused": None},
+     "Mamba layers with speculative decoding (mamba/abstract.py)"),
     ("0.17.0", "v1", {"kv_fit_whole_model": False},
      "the fit check per worker, on the groups projected to its layers (get_kv_cache_configs)"),
     ("0.17.0", "v1", {"v2_kernel_warmup": True},
