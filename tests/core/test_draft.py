@@ -163,3 +163,18 @@ def test_speculative_refusals_by_engine_and_mamba_layers():
     plan(other, tp4, h100, vllm_version="0.9.2", engine="v1")          # GDN: not Mamba2
     plan(other, tp4.with_(num_speculative_tokens=0, speculative_method=None), h100,
          vllm_version="0.16.0", engine="v1")
+
+
+def test_speculative_methods_model_runner_v2_runs_by_release():
+    """Model Runner V2 profiles no rejection sampler; the methods it hands back to the V1
+    runner shrink: n-gram runs on V2 from 0.32 (config/vllm.py)."""
+    h200 = lookup_gpu("H200")
+    plain = Settings(max_model_len=8192)
+    ngram = plain.with_(num_speculative_tokens=3, speculative_method="ngram")
+
+    def act(version, s):
+        return plan(TARGET, s, h200, vllm_version=version).tightest.activation.value_bytes
+    assert act("0.31.0", ngram) > act("0.31.0", plain)
+    assert act("0.32.0", ngram) == act("0.32.0", plain)
+    suffix = plain.with_(num_speculative_tokens=3, speculative_method="suffix")
+    assert act("0.33.0", suffix) > act("0.33.0", plain)

@@ -181,6 +181,8 @@ ROWS = {
     ("0.30.0", "v1"): dict(log_capacity="device_line", rope_yarn_excluded=True,
                            cudagraph_control="opt_decode",
                            csa_auto_kv_ok=True),
+    ("0.31.0", "v1"): dict(v1_runner_spec_methods=frozenset({
+        "ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator", "custom_class"})),
     ("0.32.0", "v1"): dict(mamba_mode_choices=("align", "none"), cublas_before_snapshot=False, mla_block_hopper=16, msg_autofit_kv=True),
     ("0.33.0", "v1"): dict(cublas_before_snapshot=True, modelopt_kv_auto_fp8=True,
                            sched_defaults="v1_033", sched_clamp_by_len=True,

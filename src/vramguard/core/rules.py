@@ -303,6 +303,13 @@ class VllmRules:
     # rank; 0.12-0.26 it ran the text forward and the sampler only)
     v2_profiles_encoder: bool = False
     v2_archs: frozenset[str] = frozenset()
+    # speculative methods Model Runner V2 hands back to the V1 runner (config/vllm.py
+    # `_get_v2_model_runner_unsupported_features`): 0.22-0.30 all but EAGLE/EAGLE-3/MTP (and
+    # 0.29's DFlash/DSpark), 0.31 draft models run on V2, 0.32 n-gram too, 0.33 Medusa and
+    # MLP speculators too
+    v1_runner_spec_methods: frozenset[str] = frozenset({
+        "ngram", "ngram_gpu", "draft_model", "suffix", "medusa", "mlp_speculator",
+        "custom_class"})
     v2_dense_unquantized_only: bool = False
     # v0 multimodal profile run (model_runner.profile_run, 0.5.1+): the dummy batch has
     # max(1, min(max_num_seqs, max_num_batched_tokens // worst-case mm tokens)) sequences,

@@ -578,11 +578,18 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "nvfp4_ds_mla for sparse MLA (config/cache.py)"),
     ("0.30.0", "v1", {"csa_auto_kv_ok": True},
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
+    ("0.31.0", "v1", {"v1_runner_spec_methods": frozenset({
+        "ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator", "custom_class"})},
+     "draft models run on Model Runner V2 (config/vllm.py)"),
+    ("0.32.0", "v1", {"v1_runner_spec_methods": frozenset({
+        "suffix", "medusa", "mlp_speculator", "custom_class"})}, "... n-gram too"),
     ("0.32.0", "v1", {"mamba_mode_choices": ("align", "none")},
      "MambaCacheMode = Literal['align', 'none'] (config/cache.py)"),
     ("0.32.0", "v1", {"msg_autofit_kv": True},
      "auto-fit lines name the KV cache memory and its device (kv_cache_utils.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
+    ("0.33.0", "v1", {"v1_runner_spec_methods": frozenset({"suffix", "custom_class"})},
+     "... Medusa and MLP speculators too"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033"}, "§1a, §4, §9"),
 )

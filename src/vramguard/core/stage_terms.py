@@ -432,13 +432,6 @@ def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
     return rules.async_scheduling_default and not spec.is_encoder_only
 
 
-# NOTE: speculative methods Model Runner V2 does not run: vLLM falls back to the V1 runner
-# (config/vllm.py `_get_v2_model_runner_unsupported_features`, 0.30), as for
-# mamba_cache_mode "all".
-_V1_RUNNER_SPEC_METHODS = frozenset({"ngram", "ngram_gpu", "draft_model", "suffix", "medusa",
-                                     "mlp_speculator", "custom_class"})
-
-
 def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
                     mamba_mode: str | None = None) -> bool:
     """Whether Model Runner V2 runs the model (`mamba_mode`: `mamba_cache_mode`, when the
@@ -446,7 +439,9 @@ def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
     mode = rules.model_runner_v2
     if mode in ("none", "off"):
         return False
-    if s.num_speculative_tokens and s.speculative_method in _V1_RUNNER_SPEC_METHODS:
+    # NOTE: speculative methods Model Runner V2 does not run fall back to the V1 runner, as
+    # mamba_cache_mode "all" does
+    if s.num_speculative_tokens and s.speculative_method in rules.v1_runner_spec_methods:
         return False
     if (mamba_mode or mamba_cache_mode(spec, s, rules)) == "all":
         return False
