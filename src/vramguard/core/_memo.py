@@ -242,17 +242,18 @@ def build_layout(spec: ModelSpec, settings: Settings, rules, layer_range, *,
 def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, *, kv_bytes: int,
                  mamba_bytes: int, block_size: int, engine: str, kernel_alignment: int = 16,
                  kv_dtype_name: str = "auto", mamba_mode: str = "none",
-                 mla_align_elems: int = 0):
+                 mla_align_elems: int = 0, mamba_ckpt: frozenset = frozenset()):
     """`kv.layout_shape`, cached per model on the fields it reads and every argument."""
     if not _enabled:
         return _kv.layout_shape(spec, settings, rules, layer_range, kv_bytes=kv_bytes,
                                 mamba_bytes=mamba_bytes, block_size=block_size, engine=engine,
                                 kernel_alignment=kernel_alignment, kv_dtype_name=kv_dtype_name,
-                                mamba_mode=mamba_mode, mla_align_elems=mla_align_elems)
+                                mamba_mode=mamba_mode, mla_align_elems=mla_align_elems,
+                                mamba_ckpt=mamba_ckpt)
     # NOTE: the arguments by position (sorting keyword items per lookup cost more than
     # hashing them); the runs are a function of the model and the range (both in the key).
     key = (_layout_key(settings), tuple(layer_range), kv_bytes, mamba_bytes, block_size, engine,
-           kernel_alignment, kv_dtype_name, mamba_mode, mla_align_elems)
+           kernel_alignment, kv_dtype_name, mamba_mode, mla_align_elems, mamba_ckpt)
     return _lookup_by_id(_table(spec, "layout"), rules, key,
                          lambda: _kv.layout_shape(spec, settings, rules, layer_range,
                                                   runs=attention_runs(spec, layer_range),
@@ -261,7 +262,8 @@ def layout_shape(spec: ModelSpec, settings: Settings, rules, layer_range, *, kv_
                                                   kernel_alignment=kernel_alignment,
                                                   kv_dtype_name=kv_dtype_name,
                                                   mamba_mode=mamba_mode,
-                                                  mla_align_elems=mla_align_elems))
+                                                  mla_align_elems=mla_align_elems,
+                                                  mamba_ckpt=mamba_ckpt))
 
 
 def resolve_max_model_len(spec: ModelSpec, rules, user_len, *, disable_sliding_window=False,
@@ -299,6 +301,16 @@ def has_mamba(spec: ModelSpec) -> bool:
     if not _enabled:
         return MAMBA in spec.attention_kinds()
     return _lookup(_table(spec, "has_mamba"), None, lambda: MAMBA in spec.attention_kinds())
+
+
+def mamba_kinds(spec: ModelSpec) -> frozenset:
+    """The recurrent-state kinds of the model's layers (a per-model constant)."""
+    def kinds():
+        return frozenset(l.attention.mamba.kind for l in spec.layers
+                         if l.attention.mamba is not None)
+    if not _enabled:
+        return kinds()
+    return _lookup(_table(spec, "mamba_kinds"), None, kinds)
 
 
 def _first_window(spec: ModelSpec) -> int | None:

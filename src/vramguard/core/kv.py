@@ -256,6 +256,28 @@ def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) ->
     return kind
 
 
+# FLASHINFER_GDN_CHECKPOINT_ALIGNMENT (0.33 qwen_gdn_linear_attn.py): Gated DeltaNet's
+# prefill checkpoints on FlashInfer land on 64-token boundaries, so in "align" mode the
+# hybrid block is a multiple of lcm(kernel alignment, 64)
+GDN_CHECKPOINT_ALIGN = 64
+
+
+def mamba_checkpoint_kinds(rules: VllmRules, mamba_mode: str,
+                           compute_capability: tuple[int, int] | None,
+                           vendor: str = "nvidia") -> frozenset:
+    """The state kinds that hold a prefill-checkpoint block (`rules.mamba_ckpt_kinds`): only
+    in "align" mode; Gated DeltaNet only where FlashInfer's GDN prefill runs.
+
+    NOTE: FlashInfer's GDN prefill runs on Hopper (SM90); on Blackwell only with a CUDA 13
+    runtime and 128-wide key heads (`_resolve_gdn_prefill_backend`): the runtime is not
+    known before launch, so Blackwell is planned with the Triton kernel (no checkpoint)."""
+    kinds = rules.mamba_ckpt_kinds
+    if not kinds or mamba_mode != "align":
+        return frozenset()
+    hopper = vendor == "nvidia" and compute_capability is not None and compute_capability[0] == 9
+    return kinds if hopper else kinds - {"gdn"}
+
+
 # recurrent states whose conv state keeps `kernel - 1 + num_speculative_tokens` columns (§4.2)
 _CONV_GROWS_WITH_SPEC = ("mamba2", "gdn", "short_conv")
 
@@ -333,13 +355,14 @@ def build_layout(spec: ModelSpec, settings: Settings, rules: VllmRules, layer_ra
                  max_num_batched_tokens: int, async_scheduling: bool = False,
                  v2_runner: bool = False, kernel_alignment: int = 16,
                  kv_dtype_name: str = "auto", mamba_mode: str = "none",
-                 mla_align_elems: int = 0) -> KvLayout:
+                 mla_align_elems: int = 0, mamba_ckpt: frozenset = frozenset()) -> KvLayout:
     """The KV layout of one worker holding `layer_range` at TP `settings.tensor_parallel_size`
     (`layout_shape` with the in-flight tokens of `inflight_tokens`)."""
     shape = layout_shape(spec, settings, rules, layer_range, kv_bytes=kv_bytes,
                          mamba_bytes=mamba_bytes, block_size=block_size, engine=engine,
                          kernel_alignment=kernel_alignment, kv_dtype_name=kv_dtype_name,
-                         mamba_mode=mamba_mode, mla_align_elems=mla_align_elems)
+                         mamba_mode=mamba_mode, mla_align_elems=mla_align_elems,
+                         mamba_ckpt=mamba_ckpt)
     return with_inflight(shape, inflight_tokens(rules, settings, max_num_batched_tokens,
                                                 async_scheduling, v2_runner))
 
@@ -400,14 +423,15 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
                   layer_range: tuple[int, int], *, kv_bytes: int, mamba_bytes: int,
                   block_size: int, engine: str, kernel_alignment: int = 16,
                   kv_dtype_name: str = "auto", runs=None, mamba_mode: str = "none",
-                  mla_align_elems: int = 0) -> KvLayout:
+                  mla_align_elems: int = 0, mamba_ckpt: frozenset = frozenset()) -> KvLayout:
     """`layout_shape` before context parallelism.
 
     `runs`: `attention_runs(spec, layer_range)` when the caller has it. `mamba_mode`:
     vLLM's mamba_cache_mode with prefix caching on a hybrid model ("align": a request holds one
     more block per Mamba group; "all": a Mamba state per block of the sequence, like full
     attention; `stage_terms.mamba_cache_mode`). `mla_align_elems`: MLA entries rounded up to a
-    multiple of this many elements (v0 0.7.2-0.7.3 on CUDA)."""
+    multiple of this many elements (v0 0.7.2-0.7.3 on CUDA). `mamba_ckpt`: the state kinds
+    that hold a prefill-checkpoint block in "align" mode (`mamba_checkpoint_kinds`)."""
     tp = settings.tensor_parallel_size
     if runs is None:
         runs = attention_runs(spec, layer_range)
@@ -424,6 +448,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     mamba_page = 0
     quantized = 0
     terms: dict[tuple[str, int | None, int], int] = {}     # (kind, window, bpt) -> layers
+    ckpt = False            # NOTE: a state kind with a prefill-checkpoint block
     skip = skip_layers(spec, settings, rules, kv_dtype_name)
     marked = _mark_skipped(spec, layer_range, runs, skip)
     # NOTE: one pass per distinct spec for its `n` layers: the same result as one pass per
@@ -435,6 +460,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
             continue
         if kind == MAMBA:
             if a.mamba is not None:
+                ckpt = ckpt or a.mamba.kind in mamba_ckpt
                 mamba_page = max(mamba_page, mamba_page_bytes(
                     a.mamba, tp, mamba_state_dtype_bytes(a.mamba, settings, rules, mamba_bytes),
                     settings.num_speculative_tokens, rules.conv_spec_kinds))
@@ -489,7 +515,8 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         mamba_page = padded
     elif has_mamba and not per_layer_bpt:
         per_layer_bpt = 0
-    spec_blocks = settings.num_speculative_tokens if has_mamba else 0
+    spec_blocks = (settings.num_speculative_tokens
+                   if has_mamba and mamba_mode in rules.mamba_spec_block_modes else 0)
     if len(kinds) == 1 and not has_mamba:
         (kind, window), n = next(iter(kinds.items()))
         groups = (KvGroup(kind, n, n, window),)
@@ -504,7 +531,8 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     group_size = hi if hi < lo * rules.kv_group_max_ratio else lo
     groups: list[KvGroup] = []
     padding = 0
-    mamba_blocks = 1 + spec_blocks + (1 if mamba_mode == "align" and n_attn else 0)
+    aligned = mamba_mode == "align" and bool(n_attn)
+    mamba_blocks = 1 + spec_blocks + (1 + ckpt if aligned else 0)
     # NOTE: "all" (MambaSpec.max_memory_usage_bytes): cdiv(L, block) + speculative blocks, the
     # Mamba block being the (unified) attention block size.
     per_block_mamba = mamba_mode == "all" and bool(n_attn)

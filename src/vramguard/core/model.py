@@ -50,12 +50,19 @@ class MambaState:
     ssm_shape: tuple[int, ...]       # e.g. (heads, head_dim, state)
     ssm_dtype: str | None = None
     ssm_hook: str | None = None
+    # Mamba2's B/C groups and state size: groups that do not divide TP are replicated to
+    # TP ("extra_groups_for_head_shards", mamba_utils.py), widening the conv state
+    groups: int = 0
+    group_state: int = 0
 
     def page_bytes(self, tp: int, conv_bytes: int, ssm_bytes: int | None = None) -> int:
         """Bytes of one request's state on one TP rank (conv + ssm), before page padding;
         the SSM state in `ssm_bytes` per element (default: as the conv state)."""
         ssm_b = conv_bytes if ssm_bytes is None else ssm_bytes
-        return (_sharded_prod(self.conv_shape, tp) * conv_bytes
+        conv = self.conv_shape
+        if self.groups and self.groups % tp and conv:
+            conv = (conv[0] + 2 * (tp - self.groups) * self.group_state,) + conv[1:]
+        return (_sharded_prod(conv, tp) * conv_bytes
                 + _sharded_prod(self.ssm_shape, tp) * ssm_b)
 
 

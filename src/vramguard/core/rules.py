@@ -201,6 +201,14 @@ class VllmRules:
     mamba_all_mode: bool = False
     # --mamba-cache-mode (0.15+): the values argparse accepts ("all" dropped in 0.32)
     mamba_mode_choices: tuple[str, ...] = ()
+    # the mamba_cache_modes in which speculative tokens add Mamba blocks to a request
+    # (MambaSpec.max_memory_usage_bytes: none of them 0.10.2-0.14, "none"/"align" 0.15-0.21,
+    # "all" too from 0.22)
+    mamba_spec_block_modes: frozenset[str] = frozenset()
+    # state kinds that hold one more block in "align" mode for a prefill checkpoint
+    # (num_prefill_checkpoint_blocks: Mamba2 0.32+; Gated DeltaNet 0.33+ where FlashInfer's
+    # GDN prefill runs, which also aligns the block to 64 tokens, `kv.GDN_CHECKPOINT_ALIGN`)
+    mamba_ckpt_kinds: frozenset[str] = frozenset()
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (0.10.1+): the values accepted (config/
     # cache.py MambaDType); Gated DeltaNet reads the SSM one from 0.17 (before: the conv
     # dtype); NemotronH's config hook defaults the SSM state (0.13-0.19 float16, 0.20+ float32)

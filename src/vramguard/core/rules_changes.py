@@ -420,6 +420,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
+    ("0.15.0", "v1", {"mamba_spec_block_modes": frozenset({"none", "align"})},
+     "speculative blocks per Mamba group in modes none / align (MambaSpec)"),
     ("0.15.0", "v1", {"mamba_cache_modes": True, "mamba_all_mode": True,
                       "mamba_mode_choices": ("align", "all", "none")},
      "prefix caching on Mamba/linear-attention models: mamba_cache_mode align/all by model "
@@ -508,6 +510,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "usable, an FP8 output buffer per FlashInfer layer (flashinfer.py)"),
     ("0.21.0", "v1", {"block_size_16": "none"},
      "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
+    ("0.22.0", "v1", {"mamba_spec_block_modes": frozenset({"none", "align", "all"})},
+     "... and in mode all (MambaSpec.max_memory_usage_bytes)"),
     ("0.22.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16", "bfloat16")},
      "MambaDType gains bfloat16"),
     ("0.22.0", "v1", {"msg_no_kv": "cpu", "msg_fit": "v1_022"}, "§10"),
@@ -583,6 +587,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "draft models run on Model Runner V2 (config/vllm.py)"),
     ("0.32.0", "v1", {"v1_runner_spec_methods": frozenset({
         "suffix", "medusa", "mlp_speculator", "custom_class"})}, "... n-gram too"),
+    ("0.32.0", "v1", {"mamba_ckpt_kinds": frozenset({"mamba2"})},
+     "a prefill-checkpoint block per Mamba2 group in align mode (mamba_mixer2.py)"),
     ("0.32.0", "v1", {"mamba_mode_choices": ("align", "none")},
      "MambaCacheMode = Literal['align', 'none'] (config/cache.py)"),
     ("0.32.0", "v1", {"msg_autofit_kv": True},
@@ -590,6 +596,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
     ("0.33.0", "v1", {"v1_runner_spec_methods": frozenset({"suffix", "custom_class"})},
      "... Medusa and MLP speculators too"),
+    ("0.33.0", "v1", {"mamba_ckpt_kinds": frozenset({"mamba2", "gdn"})},
+     "... and per Gated DeltaNet group with FlashInfer's GDN prefill (qwen_gdn_linear_attn.py)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033"}, "§1a, §4, §9"),
 )

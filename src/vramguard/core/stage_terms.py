@@ -7,6 +7,7 @@ pinned values (`override`). Split out of `planner` (which walks the startup over
 from __future__ import annotations
 
 from dataclasses import replace
+from math import lcm
 from typing import TYPE_CHECKING
 
 from . import _memo
@@ -190,9 +191,17 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, de
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
     align = kvm.hybrid_alignment(spec, rules, gpu.compute_capability, block)
+    ckpt = kvm.mamba_checkpoint_kinds(rules, mamba_mode, gpu.compute_capability, gpu.vendor)
+    if "gdn" in ckpt:
+        # NOTE: Gated DeltaNet exports checkpoints only when every Mamba layer can
+        # (`get_mamba_prefill_checkpoint_alignment`); its blocks then align to 64 tokens
+        if _memo.mamba_kinds(spec) == {"gdn"}:
+            align = lcm(align, kvm.GDN_CHECKPOINT_ALIGN)
+        else:
+            ckpt = ckpt - {"gdn"}
     kw = dict(kv_bytes=kv_b, mamba_bytes=dtype_b, block_size=block, engine=rules.engine,
               kv_dtype_name=kv_name, kernel_alignment=align, mamba_mode=mamba_mode,
-              mla_align_elems=mla_align)
+              mla_align_elems=mla_align, mamba_ckpt=ckpt)
     whole = (_memo.layout_shape(spec, s, rules, (0, spec.num_layers), **kw)
              if rules.kv_fit_whole_model and len(stages) > 1 else None)
     out = []

@@ -171,7 +171,7 @@ def mamba2_layer(a: Arch, *, heads: int, head_dim: int, state: int, groups: int,
     if proj_bias:
         params += inner + conv_dim + heads + h
     st = MambaState(kind="mamba2", conv_shape=(conv_dim, conv - 1), ssm_shape=(heads, head_dim, state),
-                    ssm_dtype=ssm_dtype, ssm_hook=ssm_hook)
+                    ssm_dtype=ssm_dtype, ssm_hook=ssm_hook, groups=groups, group_state=state)
     return params, st
 
 

@@ -1,0 +1,81 @@
+"""Mamba / linear-attention blocks per request and block sizes by release, read in vLLM's
+MambaSpec.max_memory_usage_bytes, mamba_mixer2.py, qwen_gdn_linear_attn.py and
+platforms/interface.py (0.10.2-0.33). Qwen3-Next-80B-A3B at TP 2 (core_specs): per rank a
+GDN state of 4,096 x 3 conv + 16 x 128 x 128 SSM elements = 548,864 B (bf16), attention
+1,024 B per token per layer; 12 full-attention layers and 36 GDN layers, so one attention
+group and three GDN groups of 12."""
+
+from core_specs import qwen3_next_kv_only
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.model import MambaState
+from vramguard.core.planner import plan
+from vramguard.core.settings import Settings
+
+H200, B200 = lookup_gpu("H200"), lookup_gpu("B200")
+TP2 = Settings(tensor_parallel_size=2, max_model_len=32768,
+               user_set=frozenset({"tensor_parallel_size", "max_model_len"}))
+
+
+def kv(version, gpu=H200, s=TP2):
+    p = plan(qwen3_next_kv_only(), s, gpu, vllm_version=version)
+    return p.kv.block_size, p.kv.max_concurrency, p
+
+
+def blocks_per_request(p):
+    return round(p.kv.num_blocks / p.kv.max_concurrency)
+
+
+def test_gdn_checkpoint_block_and_64_token_alignment_on_hopper_from_0_33():
+    """0.33 in align mode (prefix caching on by default for hybrids since 0.28): FlashInfer's
+    GDN prefill (Hopper) adds a checkpoint block per GDN group and aligns the block to 64:
+    64 x cdiv(548,864, 64 x 1,024) = 576 tokens, cdiv(32,768, 576) + 3 x (2 + 1) = 66 blocks.
+    0.32 and Blackwell (Triton prefill here): 16 x cdiv(548,864, 16,384) = 544 tokens,
+    cdiv(32,768, 544) + 3 x 2 = 67."""
+    b, _, p = kv("0.33.0")
+    assert (b, blocks_per_request(p)) == (576, 57 + 9)
+    for version, gpu in (("0.32.0", H200), ("0.33.0", B200)):
+        b, _, p = kv(version, gpu)
+        assert (b, blocks_per_request(p)) == (544, 61 + 6), (version, gpu.name)
+
+
+def test_speculative_blocks_by_release_and_mode():
+    """MTP k = 2, prefix caching off (mode none): no speculative Mamba blocks in
+    0.10.2-0.14 (one page per request), 1 + k per group from 0.15."""
+    s = TP2.with_(num_speculative_tokens=2, speculative_method="mtp", enable_prefix_caching=False)
+    for version, per_group in (("0.14.0", 1), ("0.15.0", 3)):
+        p = plan(qwen3_next_kv_only(), s, H200, vllm_version=version)
+        full = -(-32768 // p.kv.block_size)
+        assert blocks_per_request(p) == full + 3 * per_group, version
+
+
+def test_mamba2_checkpoint_block_in_align_mode_from_0_32():
+    """A Mamba2 hybrid in align mode holds 2 + 1 blocks per Mamba group from 0.32."""
+    from dataclasses import replace
+
+    from vramguard.core.model import MAMBA, AttentionSpec, LayerSpec
+    base = qwen3_next_kv_only()
+    m2 = MambaState(kind="mamba2", conv_shape=(8192 + 2 * 8 * 128, 3),
+                    ssm_shape=(128, 64, 128), groups=8, group_state=128)
+    layers = tuple(l if l.attention.kind != MAMBA else
+                   LayerSpec(AttentionSpec(kind=MAMBA, mamba=m2), l.params) for l in base.layers)
+    spec = replace(base, layers=layers, model_type="nemotron_h",
+                   architecture="NemotronHForCausalLM")
+    s = TP2.with_(mamba_cache_mode="align", enable_prefix_caching=True)
+    per = {}
+    for version in ("0.31.0", "0.32.0"):
+        p = plan(spec, s, H200, vllm_version=version)
+        per[version] = blocks_per_request(p) - -(-32768 // p.kv.block_size)
+    assert per == {"0.31.0": 3 * 2, "0.32.0": 3 * 3}
+
+
+def test_mamba2_groups_that_do_not_divide_tp_are_replicated():
+    """mamba_utils.py `extra_groups_for_head_shards`: 1 group at TP 2 becomes 2, so each
+    rank's conv state is (inner + 2 x 2 x state) / 2 wide, not (inner + 2 x state) / 2."""
+    one = MambaState(kind="mamba2", conv_shape=(4096 + 2 * 128, 3), ssm_shape=(64, 64, 128),
+                     groups=1, group_state=128)
+    ssm = 32 * 64 * 128 * 2
+    assert one.page_bytes(1, 2) == (4096 + 256) * 3 * 2 + 2 * ssm
+    assert one.page_bytes(2, 2) == (4096 + 512) // 2 * 3 * 2 + ssm
+    eight = MambaState(kind="mamba2", conv_shape=(4096 + 2 * 8 * 128, 3),
+                       ssm_shape=(64, 64, 128), groups=8, group_state=128)
+    assert eight.page_bytes(2, 2) == (4096 + 2048) // 2 * 3 * 2 + ssm
