@@ -79,3 +79,32 @@ def test_mamba2_groups_that_do_not_divide_tp_are_replicated():
     eight = MambaState(kind="mamba2", conv_shape=(4096 + 2 * 8 * 128, 3),
                        ssm_shape=(64, 64, 128), groups=8, group_state=128)
     assert eight.page_bytes(2, 2) == (4096 + 2048) // 2 * 3 * 2 + ssm
+
+
+def test_prefix_caching_refusals_on_mamba_layers():
+    """V1 0.10.0-0.10.1 (forced): prefix caching, on by default, "is not supported for Mamba
+    yet"; from 0.15 align mode asserts chunked prefill (reworded in 0.33) and, in 0.15-0.16,
+    no speculative decoding (models/config.py MambaModelConfig)."""
+    import pytest
+
+    from vramguard.errors import UsageError
+    spec = qwen3_next_kv_only()
+
+    def refusal(version, s):
+        with pytest.raises(UsageError) as exc:
+            plan(spec, s, H200, vllm_version=version, engine="v1")
+        return str(exc.value)
+    assert "Prefix caching is not supported for Mamba yet." in refusal("0.10.1", TP2)
+    plan(spec, TP2.with_(enable_prefix_caching=False), H200, vllm_version="0.10.1",
+         engine="v1")
+    plan(spec, TP2, H200, vllm_version="0.10.2")
+    no_chunk = TP2.with_(enable_prefix_caching=True, enable_chunked_prefill=False)
+    assert "Chunked prefill is required for mamba cache mode 'align'." in refusal(
+        "0.15.0", no_chunk)
+    assert "Chunked prefill is required for Mamba prefix caching." in refusal(
+        "0.33.0", no_chunk.with_(enable_prefix_caching=None))
+    plan(spec, no_chunk.with_(enable_prefix_caching=False), H200, vllm_version="0.33.0")
+    mtp = TP2.with_(enable_prefix_caching=True, num_speculative_tokens=2,
+                    speculative_method="mtp")
+    assert "not compatible with speculative decoding" in refusal("0.16.0", mtp)
+    plan(spec, mtp, H200, vllm_version="0.17.0")

@@ -7,6 +7,7 @@ The drafter's weights and KV layers themselves are terms of `weights.draft_bytes
 
 from __future__ import annotations
 
+from . import _memo
 from . import messages as msg
 from .errors import UsageError
 from .model import NONE, DraftModel, ModelSpec
@@ -73,16 +74,20 @@ def check_speculative(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          where="--speculative-config",
                          fix="Run on the V1 engine (compute capability 8.0+ and a model V1 "
                              "serves), or drop --speculative-config")
-    refused = rules.mamba_spec_refused
-    if refused is None or rules.engine != "v1":
-        return
-    kinds = {l.attention.mamba.kind for l in spec.layers if l.attention.mamba is not None}
-    if (refused == "mamba2" and "mamba2" not in kinds) or not kinds or (
-            refused == "not_qwen3_next" and spec.model_type == "qwen3_next"):
-        return
-    raise UsageError("Mamba with speculative decoding is not supported yet.",
-                     where="--speculative-config",
-                     fix="Drop --speculative-config, or use vLLM 0.17 or newer")
+    if rules.engine == "v1" and mamba_refuses(rules.mamba_spec_refused, spec):
+        raise UsageError("Mamba with speculative decoding is not supported yet.",
+                         where="--speculative-config",
+                         fix="Drop --speculative-config, or use vLLM 0.17 or newer")
+
+
+def mamba_refuses(rule: str | None, spec: ModelSpec) -> bool:
+    """Whether a refusal of Mamba layers (`rules.mamba_spec_refused` / `mamba_pc_refused`:
+    "mamba2", "any", "not_qwen3_next") covers the model's recurrent layers."""
+    if rule is None:
+        return False
+    kinds = _memo.mamba_kinds(spec)
+    return bool(kinds) and not ((rule == "mamba2" and "mamba2" not in kinds) or (
+        rule == "not_qwen3_next" and spec.model_type == "qwen3_next"))
 
 
 def draft_note(draft: DraftModel, s: Settings, rules: VllmRules) -> str:

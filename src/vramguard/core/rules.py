@@ -43,6 +43,9 @@ class VllmRules:
     # layers), "any" (0.10.0-0.10.1), "not_qwen3_next" (0.10.2-0.16), None; on V0 (0.10+:
     # platforms/cuda.py "Speculative decoding is not supported on vLLM V0.")
     mamba_spec_refused: str | None = None
+    # prefix caching (on by default in V1) refused on Mamba layers: "Prefix caching is not
+    # supported for Mamba yet." ("mamba2" 0.9.2, "any" 0.10.0-0.10.1; 0.10.2 turns it off)
+    mamba_pc_refused: str | None = None
     v0_spec_refused: bool = False
     # A separate draft LM (`--speculative-config` "model", method draft_model): "v0_in_budget"
     # (v0 up to 0.6: its weights deducted with the target's), "v0_outside" (v0 0.7-0.9.2:
@@ -205,6 +208,10 @@ class VllmRules:
     # (MambaSpec.max_memory_usage_bytes: none of them 0.10.2-0.14, "none"/"align" 0.15-0.21,
     # "all" too from 0.22)
     mamba_spec_block_modes: frozenset[str] = frozenset()
+    # MambaModelConfig's asserts in "align" mode: chunked prefill required ("align" text
+    # 0.15-0.32, "prefix" text 0.33), and no speculative decoding (0.15-0.16)
+    msg_mamba_chunked: str | None = None
+    mamba_align_refuses_spec: bool = False
     # state kinds that hold one more block in "align" mode for a prefill checkpoint
     # (num_prefill_checkpoint_blocks: Mamba2 0.32+; Gated DeltaNet 0.33+ where FlashInfer's
     # GDN prefill runs, which also aligns the block to 64 tokens, `kv.GDN_CHECKPOINT_ALIGN`)

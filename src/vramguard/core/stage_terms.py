@@ -16,6 +16,7 @@ from . import activation as act
 from . import kv as kvm
 from .arch_support import encoder_tp_data
 from .calibration import Calibration
+from .errors import UsageError
 from .gpu import GpuSpec
 from .kv_quant import init_buffer_bytes
 from .model import MAMBA, NONE, ModelSpec
@@ -429,6 +430,34 @@ def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
         return "all" if rules.mamba_all_mode and supports_all else "align"
     # NOTE: an explicit "all" on a model without Mamba prefix caching falls back to "align".
     return "align" if explicit == "all" and not supports_all else explicit
+
+
+_MAMBA_CHUNKED = {"align": "Chunked prefill is required for mamba cache mode 'align'.",
+                  "prefix": "Chunked prefill is required for Mamba prefix caching."}
+
+
+def check_mamba_prefix_caching(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """vLLM's refusals of prefix caching on Mamba / linear-attention layers: V1 0.9.2-0.10.1
+    (on by default there; `rules.mamba_pc_refused`), and "align" mode's asserts from 0.15
+    (chunked prefill turned off; speculative decoding in 0.15-0.16). Raises UsageError."""
+    from .draft import mamba_refuses, speculates
+    if rules.engine != "v1" or not _memo.has_mamba(spec):
+        return
+    if s.enable_prefix_caching is not False and mamba_refuses(rules.mamba_pc_refused, spec):
+        raise UsageError("Prefix caching is not supported for Mamba yet.",
+                         where="--enable-prefix-caching",
+                         fix="Pass --no-enable-prefix-caching, or leave the engine to vLLM "
+                             "(it runs Mamba models on V0 in this release)")
+    if mamba_cache_mode(spec, s, rules) != "align":
+        return
+    if rules.msg_mamba_chunked and s.enable_chunked_prefill is False:
+        raise UsageError(_MAMBA_CHUNKED[rules.msg_mamba_chunked],
+                         where="--no-enable-chunked-prefill",
+                         fix="Keep chunked prefill on, or pass --no-enable-prefix-caching")
+    if rules.mamba_align_refuses_spec and speculates(s):
+        raise UsageError("Mamba cache mode 'align' is currently not compatible with "
+                         "speculative decoding.", where="--enable-prefix-caching",
+                         fix="Pass --no-enable-prefix-caching, or use vLLM 0.17 or newer")
 
 
 def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
