@@ -108,3 +108,48 @@ def test_prefix_caching_refusals_on_mamba_layers():
                     speculative_method="mtp")
     assert "not compatible with speculative decoding" in refusal("0.16.0", mtp)
     plan(spec, mtp, H200, vllm_version="0.17.0")
+
+
+def test_all_mode_aligns_the_block_to_the_mamba_chunk_size():
+    """Mode "all" (0.15-0.27 default with prefix caching for models with per-block Mamba
+    state): block = lcm(chunk, 16) x cdiv(cdiv(Mamba page, attention bytes per token), lcm).
+    A Mamba2 state of (8192 + 2 x 8 x 128) / 2 x 3 conv + 64 x 64 x 128 SSM elements at TP 2
+    = (15,360 + 524,288) x 2 B = 1,079,296 B over 1,024 B per token: 1,054 tokens -> 1,152
+    with chunk 128, 2,048 with no chunk size in the config (vLLM's default); "align"
+    16 x 66 = 1,056."""
+    from dataclasses import replace
+
+    from vramguard.core.model import MAMBA, AttentionSpec, LayerSpec
+
+    def hybrid(chunk):
+        m2 = MambaState(kind="mamba2", conv_shape=(8192 + 2 * 8 * 128, 3),
+                        ssm_shape=(128, 64, 128), groups=8, group_state=128, chunk_size=chunk)
+        base = qwen3_next_kv_only()
+        layers = tuple(l if l.attention.kind != MAMBA else
+                       LayerSpec(AttentionSpec(kind=MAMBA, mamba=m2), l.params)
+                       for l in base.layers)
+        return replace(base, layers=layers, model_type="nemotron_h",
+                       architecture="NemotronHForCausalLM")
+    pc = TP2.with_(enable_prefix_caching=True)
+    block = {c: plan(hybrid(c), pc, H200, vllm_version="0.27.0").kv.block_size
+             for c in (128, 0)}
+    assert block == {128: 1152, 0: 2048}
+    assert plan(hybrid(128), pc.with_(mamba_cache_mode="align"), H200,
+                vllm_version="0.27.0").kv.block_size == 1056
+
+
+def test_prefix_caching_with_speculative_decoding_defaults_to_align_in_0_20():
+    """0.20-0.21: a model with per-block Mamba state gets "align", not "all", when
+    speculative decoding is on too."""
+    from dataclasses import replace
+
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.stage_terms import mamba_cache_mode
+    nemo = replace(qwen3_next_kv_only(), architecture="NemotronHForCausalLM")
+    s = Settings(enable_prefix_caching=True)
+    mtp = s.with_(num_speculative_tokens=2, speculative_method="mtp")
+    got = {v: (mamba_cache_mode(nemo, s, resolve_rules(v)),
+               mamba_cache_mode(nemo, mtp, resolve_rules(v)))
+           for v in ("0.19.0", "0.20.0", "0.21.0", "0.22.0")}
+    assert got == {"0.19.0": ("all", "all"), "0.20.0": ("all", "align"),
+                   "0.21.0": ("all", "align"), "0.22.0": ("all", "all")}

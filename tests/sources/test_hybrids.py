@@ -43,7 +43,13 @@ def test_granite4_hybrid_by_hand():
     assert [l.attention.kind for l in s.layers] == [MAMBA] * 3 + [FULL]
     m = s.layers[0].attention.mamba
     assert m.kind == "mamba2" and m.conv_shape == (conv_dim, 3) and m.ssm_shape == (heads, hd, st)
+    assert (m.groups, m.group_state, m.chunk_size) == (g, st, 0)
     assert s.lm_head_params == 0
+    chunked = spec_from_config(dict(cfg, mamba_chunk_size=256), name="granite4")
+    assert chunked.layers[0].attention.mamba.chunk_size == 256
+    assert spec_from_config(dict(cfg, chunk_size=128), name="g").layers[0] \
+        .attention.mamba.chunk_size == 128
+    assert spec_from_config(JAMBA, name="j").layers[0].attention.mamba.chunk_size == 0
 
 
 def test_nemotron_h_pattern_and_fp32_state(config):

@@ -7,6 +7,7 @@ block size, groups (one per kind x layers-per-group), page `P`, and per-request 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from math import lcm
 
 from .model import (CHUNKED, CSA, DTYPE_BYTES, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec,
                     MambaState, ModelSpec, counted, distinct_index, fields_key)
@@ -260,6 +261,8 @@ def _layer_kind(kind: str, rules: VllmRules, settings: Settings, engine: str) ->
 # prefill checkpoints on FlashInfer land on 64-token boundaries, so in "align" mode the
 # hybrid block is a multiple of lcm(kernel alignment, 64)
 GDN_CHECKPOINT_ALIGN = 64
+# ModelConfig.get_mamba_chunk_size's default when the config names none (Mamba1, Jamba)
+MAMBA_DEFAULT_CHUNK = 2048
 
 
 def mamba_checkpoint_kinds(rules: VllmRules, mamba_mode: str,
@@ -449,6 +452,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     quantized = 0
     terms: dict[tuple[str, int | None, int], int] = {}     # (kind, window, bpt) -> layers
     ckpt = False            # NOTE: a state kind with a prefill-checkpoint block
+    chunk = 0               # NOTE: the Mamba chunk size the config gives
     skip = skip_layers(spec, settings, rules, kv_dtype_name)
     marked = _mark_skipped(spec, layer_range, runs, skip)
     # NOTE: one pass per distinct spec for its `n` layers: the same result as one pass per
@@ -461,6 +465,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         if kind == MAMBA:
             if a.mamba is not None:
                 ckpt = ckpt or a.mamba.kind in mamba_ckpt
+                chunk = chunk or a.mamba.chunk_size
                 mamba_page = max(mamba_page, mamba_page_bytes(
                     a.mamba, tp, mamba_state_dtype_bytes(a.mamba, settings, rules, mamba_bytes),
                     settings.num_speculative_tokens, rules.conv_spec_kinds))
@@ -505,7 +510,14 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
         return KvLayout(block_size=b, page_size_bytes=0, bytes_per_token=0, groups=(),
                         attn_page_per_token_layer=0, attention_free=True)
     if has_mamba and rules.hybrid_page_unification and per_layer_bpt:
-        if mamba_page > b * per_layer_bpt:
+        if mamba_mode == "all" and n_attn:
+            # NOTE: "all" aligns the block to lcm(Mamba chunk size, kernel alignment)
+            # (0.15-0.31 HybridAttentionMambaModelConfig / platforms `_align_hybrid_block_size`)
+            unit = lcm(chunk or MAMBA_DEFAULT_CHUNK, kernel_alignment)
+            target = unit * cdiv(cdiv(mamba_page, per_layer_bpt), unit)
+            if target > b:
+                b, enlarged = target, True
+        elif mamba_page > b * per_layer_bpt:
             align = kernel_alignment
             b = align * cdiv(mamba_page, align * per_layer_bpt)
             enlarged = True

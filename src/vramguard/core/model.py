@@ -54,6 +54,9 @@ class MambaState:
     # TP ("extra_groups_for_head_shards", mamba_utils.py), widening the conv state
     groups: int = 0
     group_state: int = 0
+    # the config's Mamba chunk size (0: none; vLLM's default 2048): "all" mode aligns the
+    # hybrid block to it
+    chunk_size: int = 0
 
     def page_bytes(self, tp: int, conv_bytes: int, ssm_bytes: int | None = None) -> int:
         """Bytes of one request's state on one TP rank (conv + ssm), before page padding;

@@ -211,6 +211,9 @@ class VllmRules:
     # MambaModelConfig's asserts in "align" mode: chunked prefill required ("align" text
     # 0.15-0.32, "prefix" text 0.33), and no speculative decoding (0.15-0.16)
     msg_mamba_chunked: str | None = None
+    # 0.20-0.21: prefix caching with speculative decoding defaults models with per-block
+    # Mamba state to "align", not "all" (MambaModelConfig)
+    mamba_spec_prefers_align: bool = False
     mamba_align_refuses_spec: bool = False
     # state kinds that hold one more block in "align" mode for a prefill checkpoint
     # (num_prefill_checkpoint_blocks: Mamba2 0.32+; Gated DeltaNet 0.33+ where FlashInfer's

@@ -490,6 +490,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.19.0", "v1", {"kv_skip_layers": True},
      "--kv-cache-dtype-skip-layers: the layers it lists keep the model dtype "
      "(layers/attention/attention.py; config/cache.py)"),
+    ("0.20.0", "v1", {"mamba_spec_prefers_align": True},
+     "'Mamba cache mode is set to 'align' ... when prefix caching and speculative decoding are "
+     "enabled' (models/config.py)"),
     ("0.20.0", "v1", {"kv_quant_dtypes": _KVQ_020, "tq_layer_buffers": True},
      "TurboQuant, per-token-head int8/fp8 and nvfp4 KV caches (config/cache.py CacheDType); "
      "TurboQuant layers register decode buffers at init (attention.py)"),
@@ -514,6 +517,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "usable, an FP8 output buffer per FlashInfer layer (flashinfer.py)"),
     ("0.21.0", "v1", {"block_size_16": "none"},
      "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
+    ("0.22.0", "v1", {"mamba_spec_prefers_align": False}, "... dropped"),
     ("0.22.0", "v1", {"mamba_spec_block_modes": frozenset({"none", "align", "all"})},
      "... and in mode all (MambaSpec.max_memory_usage_bytes)"),
     ("0.22.0", "v1", {"mamba_dtype_choices": ("auto", "float32", "float16", "bfloat16")},

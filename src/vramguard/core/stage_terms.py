@@ -402,11 +402,12 @@ def v0_mamba_slots(rules: VllmRules, max_num_seqs: int, eager: bool) -> int:
 
 # NOTE: models whose Mamba layers support prefix caching at every block ("all" mode, vLLM
 # `SupportsMambaPrefixCaching` in 0.26-0.32: mamba, mamba2, jamba, zamba2, nemotron_h,
-# granitemoehybrid, falcon_h1; 0.19 also bamba); the others (Gated DeltaNet, linear
+# granitemoehybrid, falcon_h1; bamba until its removal in 0.24); the others (Gated DeltaNet, linear
 # attention) get "align", and from 0.33 every model does (`rules.mamba_all_mode`).
 MAMBA_ALL_MODE_ARCHS = frozenset({
     "MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM", "Zamba2ForCausalLM",
-    "NemotronHForCausalLM", "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM"})
+    "NemotronHForCausalLM", "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM",
+    "BambaForCausalLM"})
 
 
 def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
@@ -427,6 +428,8 @@ def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
     supports_all = spec.architecture in MAMBA_ALL_MODE_ARCHS
     explicit = s.mamba_cache_mode
     if explicit in (None, "none"):
+        if rules.mamba_spec_prefers_align and s.num_speculative_tokens > 0:
+            return "align"
         return "all" if rules.mamba_all_mode and supports_all else "align"
     # NOTE: an explicit "all" on a model without Mamba prefix caching falls back to "align".
     return "align" if explicit == "all" and not supports_all else explicit

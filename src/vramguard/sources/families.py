@@ -157,6 +157,14 @@ def build_gdn(a: Arch) -> Body:
 
 
 # ---- Mamba hybrids --------------------------------------------------------------------------
+def mamba_chunk_size(a: Arch) -> int:
+    """The config's Mamba chunk size, as vLLM's `ModelConfig.get_mamba_chunk_size` reads it
+    (`mamba_chunk_size`, else `chunk_size`; 0: none given, vLLM then takes 2048)."""
+    t = a.t
+    return (t.opt_int("mamba_chunk_size", lo=1, hi=1 << 20)
+            or t.opt_int("chunk_size", lo=1, hi=1 << 20) or 0)
+
+
 def mamba2_layer(a: Arch, *, heads: int, head_dim: int, state: int, groups: int, conv: int,
                  conv_bias: bool = True, ssm_dtype: str | None = None,
                  ssm_hook: str | None = None, norm: bool = True,
@@ -171,7 +179,8 @@ def mamba2_layer(a: Arch, *, heads: int, head_dim: int, state: int, groups: int,
     if proj_bias:
         params += inner + conv_dim + heads + h
     st = MambaState(kind="mamba2", conv_shape=(conv_dim, conv - 1), ssm_shape=(heads, head_dim, state),
-                    ssm_dtype=ssm_dtype, ssm_hook=ssm_hook, groups=groups, group_state=state)
+                    ssm_dtype=ssm_dtype, ssm_hook=ssm_hook, groups=groups, group_state=state,
+                    chunk_size=mamba_chunk_size(a))
     return params, st
 
 
@@ -297,7 +306,8 @@ def _jamba(a: Arch, moe) -> Body:
     dt_rank = math.ceil(h / 16) if raw_rank == "auto" else t.int("mamba_dt_rank", hi=LIMITS["hidden"])
     mixer = (h * 2 * inner + inner * conv + inner + inner * (dt_rank + 2 * state)
              + dt_rank * inner + inner + inner * state + inner + inner * h + dt_rank + 2 * state)
-    st = MambaState(kind="mamba1", conv_shape=(inner, conv - 1), ssm_shape=(inner, state))
+    st = MambaState(kind="mamba1", conv_shape=(inner, conv - 1), ssm_shape=(inner, state),
+                    chunk_size=mamba_chunk_size(a))
     layers = []
     for i in range(a.num_layers):
         if i % period == offset:
@@ -368,7 +378,8 @@ def build_mamba_only(a: Arch) -> Body:
     mixer = (h * 2 * inner + (2 * inner if bias else 0) + inner * conv + conv_bias
              + inner * (dt_rank + 2 * state) + dt_rank * inner + inner + inner * state + inner
              + inner * h + (h if bias else 0))
-    st = MambaState(kind="mamba1", conv_shape=(inner, conv - 1), ssm_shape=(inner, state))
+    st = MambaState(kind="mamba1", conv_shape=(inner, conv - 1), ssm_shape=(inner, state),
+                    chunk_size=mamba_chunk_size(a))
     layers = [LayerSpec(AttentionSpec(kind=MAMBA, mamba=st), LayerParams(mixer=mixer, norms=h))
               for _ in range(a.num_layers)]
     return standard_body(a, layers, num_kv_heads=0, head_dim=0)
