@@ -140,3 +140,59 @@ def test_model_runner_v2_profiles_the_encoder_from_0_27():
         v1 = {"VLLM_USE_V2_MODEL_RUNNER": "0"}
         assert act(version, env=v1) > act(version, skip, env=v1)
     assert act("0.27.0") > act("0.27.0", skip)
+
+
+def test_v1_encoder_batch_item_count_by_release():
+    """V1 profiles budget // T images of the largest item (budget = max(batched tokens, T)),
+    at most max_num_seqs x the per-prompt limit; cdiv up to 0.9.2; without chunked prefill
+    the requests are capped at batched tokens // T (0.10.1+)."""
+    from vramguard.core.activation import v1_mm_items
+    assert v1_mm_items("per_prompt", 256, 8192, 256, 999, True) == 32
+    assert v1_mm_items("per_prompt", 256, 8192, 4, 2, True) == 8
+    assert v1_mm_items("per_prompt", 16384, 8192, 256, 999, True) == 1
+    assert v1_mm_items("per_prompt", 3000, 8192, 256, 999, False) == 2
+    assert v1_mm_items("cdiv", 3000, 8192, 256, 1, True) == 3
+    assert v1_mm_items("floor", 3000, 8192, 1, 1, True) == 1
+
+
+GEMMA3 = replace(dense("g/gemma-3-like", layers=62, hidden=5376, heads=32, kv_heads=16,
+                       head_dim=128, inter=21504, vocab=262208, max_pos=131072, rope={},
+                       model_type="gemma3"),
+                 vision=VisionSpec(num_params=417_000_000, hidden_size=1152, num_layers=27,
+                                   image_size=896, patch_size=14, tokens_per_item=256,
+                                   patches_per_item=4096),
+                 architecture="Gemma3ForConditionalGeneration")
+
+
+def test_gemma3_encoder_batch_and_its_outputs():
+    """Gemma 3 (256 tokens, 4,096 patches per image) at 8,192 batched tokens profiles 32
+    images: 32 x 4,096 x 1,152 x 8 B = 1.13 GiB of encoder peak (below the text peak); their
+    outputs stay in the encoder cache through the text forward: 32 x 256 x 5,376 x 2 B
+    (0.13), padded to the budget's 8,192 rows in 0.11.0-0.11.2: 32 x 8,192 x 5,376 x 2 B."""
+    h100 = lookup_gpu("H100-80GB")
+    s = Settings(max_model_len=8192, max_num_batched_tokens=8192, max_num_seqs=64,
+                 user_set=frozenset({"max_num_batched_tokens", "max_num_seqs"}))
+
+    def act(version, **flags):
+        return plan(GEMMA3, s.with_(**flags), h100, vllm_version=version).tightest \
+            .activation.value_bytes
+    skip = {"skip_mm_profiling": True}
+    assert act("0.13.0") - act("0.13.0", **skip) == 32 * 256 * 5376 * 2
+    assert act("0.11.0") - act("0.11.0", **skip) == 32 * 8192 * 5376 * 2
+    assert act("0.12.0") - act("0.12.0", **skip) == 32 * 256 * 5376 * 2
+
+
+def test_v0_encodes_an_image_per_dummy_sequence():
+    """v0 (0.5.1+): max(1, min(max_num_seqs, batched tokens // T)) dummy sequences, each with
+    an image, all encoded in the profile forward: Gemma 3 at 8,192 tokens, 64 sequences:
+    32 images x 4,096 patches x 1,152 x 59 B."""
+    from vramguard.core import activation as act
+    t4 = lookup_gpu("T4")
+    s = Settings(max_model_len=8192, max_num_batched_tokens=8192, max_num_seqs=64,
+                 dtype="half", user_set=frozenset({"max_num_batched_tokens", "max_num_seqs"}))
+    off = s.with_(limit_mm_per_prompt=(("image", 0),))
+
+    def a(settings):
+        return plan(GEMMA3, settings, t4, vllm_version="0.8.5", engine="v0").tightest \
+            .activation.value_bytes
+    assert a(s) - a(off) == int(32 * 4096 * 1152 * act.VISION_BYTES_PER_PATCH_HIDDEN["v0"])

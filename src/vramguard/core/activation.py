@@ -77,31 +77,60 @@ class ProfileShape:
     engine: str = "v1"
     sampler_copies: float = 2.1
     encoder_profiled: bool = True   # False: v0 dropped the mm dummy data (see mm_profile)
+    encoder_items: int = 1          # v1: images in the encoder's dummy batch (`v1_mm_items`)
+    encoder_kept_bytes: int = 0     # v1: their outputs, alive through the text forward
 
 
-def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1") -> int:
-    """Peak of the encoder's dummy batch: the largest image's patches × vision hidden."""
+def vision_item(spec: ModelSpec) -> tuple[int, int]:
+    """(prompt tokens, encoder patches) of one worst-case image ((0, 0) without a vision
+    tower): what the config says (`VisionSpec.tokens_per_item`), else a fixed tower's patch
+    grid (one token per patch), else a dynamic tower's largest image (65,536 patches merged
+    2×2 into 16,384 tokens). Other modalities (video) are not counted."""
     v = spec.vision
     if v is None or not v.hidden_size:
-        return 0
+        return 0, 0
+    if v.tokens_per_item and v.patches_per_item:
+        return v.tokens_per_item, v.patches_per_item
     if v.image_size and v.patch_size:
-        patches = (v.image_size // v.patch_size) ** 2
-    else:
-        patches = VISION_DYNAMIC_MAX_PATCHES
+        grid = (v.image_size // v.patch_size) ** 2
+        return v.tokens_per_item or grid, grid
+    return VISION_DYNAMIC_MAX_PATCHES // VISION_DYNAMIC_MERGE, VISION_DYNAMIC_MAX_PATCHES
+
+
+def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1", items: int = 1) -> int:
+    """Peak of the encoder's dummy batch: `items` worst-case images' patches × vision hidden."""
+    v = spec.vision
+    patches = vision_item(spec)[1]
+    if not patches:
+        return 0
     per = VISION_BYTES_PER_PATCH_HIDDEN["v0" if engine == "v0" else "v1"]
-    return int(patches * v.hidden_size * per / max(1, tp) ** 0.5)
+    return int(items * patches * v.hidden_size * per / max(1, tp) ** 0.5)
 
 
 def vision_max_tokens(spec: ModelSpec) -> int:
-    """Tokens one worst-case image takes in the prompt (0 without a vision tower): a fixed
-    tower's patches, a dynamic tower's largest image after the 2×2 merge. A lower bound of
-    vLLM's worst-case multimodal prompt, which also counts other modalities (video)."""
-    v = spec.vision
-    if v is None or not v.hidden_size:
-        return 0
-    if v.image_size and v.patch_size:
-        return (v.image_size // v.patch_size) ** 2
-    return VISION_DYNAMIC_MAX_PATCHES // VISION_DYNAMIC_MERGE
+    """Tokens one worst-case image takes in the prompt (0 without a vision tower)."""
+    return vision_item(spec)[0]
+
+
+def v1_mm_items(formula: str, item_tokens: int, tokens: int, seqs: int, limit: int,
+                chunked: bool) -> int:
+    """Images in V1's encoder dummy batch (`rules.mm_items_formula`): the encoder budget
+    max(batched tokens, T) holds budget // T of them (cdiv up to 0.9.2), at most
+    max_num_seqs x the per-prompt limit (`MultiModalBudget.get_max_items`; without chunked
+    prefill the requests are capped at batched tokens // T from 0.10.1).
+
+    NOTE: from 0.10.1 the per-prompt count is also capped at max_model_len // T; a plan's
+    activation does not read max_model_len, so that cap (which bites only with very few
+    sequences or a length below limit x T) is left out."""
+    if not item_tokens:
+        return 1
+    budget = max(tokens, item_tokens)
+    if formula == "cdiv":
+        return max(1, min(-(-budget // item_tokens), seqs * max(1, limit)))
+    reqs = seqs
+    if formula == "per_prompt" and not chunked:
+        reqs = min(reqs, tokens // item_tokens)
+    return max(1, min(budget // item_tokens, reqs * max(1, limit)))
 
 
 def mm_profile(spec: ModelSpec, tokens: int, seqs: int, reqs_by_mm: bool,
@@ -138,10 +167,11 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
         total += int(ws * ACT_MOE_FACTOR)
     if shape.last_pp_rank and not spec.is_encoder_only:
         total += int(shape.num_reqs * spec.vocab_size * 4 * shape.sampler_copies)
-    enc = (vision_encoder_bytes(spec, shape.tp, eng)
+    enc = (vision_encoder_bytes(spec, shape.tp, eng, shape.encoder_items)
            if shape.first_pp_rank and shape.encoder_profiled else 0)
     if enc:
-        total = total + enc if eng == "v0" else max(total, enc)
+        # NOTE: v1 keeps the encoder outputs (in the encoder cache) through the text forward
+        total = total + enc if eng == "v0" else max(total + shape.encoder_kept_bytes, enc)
     return total
 
 

@@ -254,6 +254,10 @@ class VisionSpec:
     patch_size: int | None = None
     # the inputs it encodes (what --limit-mm-per-prompt counts): image, video, audio
     modalities: tuple[str, ...] = ("image",)
+    # one worst-case image: the prompt tokens it takes (after merging / pooling) and the
+    # patches the encoder sees, where the config says them (None: derived from the sizes)
+    tokens_per_item: int | None = None
+    patches_per_item: int | None = None
 
 
 @dataclass(frozen=True)

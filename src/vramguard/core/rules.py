@@ -333,6 +333,13 @@ class VllmRules:
     # max(1, min(max_num_seqs, max_num_batched_tokens // worst-case mm tokens)) sequences,
     # so the dummy sampler runs that many requests, not min(max_num_seqs, tokens)
     v0_mm_profile_seqs: bool = False
+    # V1's encoder dummy batch (`activation.v1_mm_items`): "cdiv" (0.7-0.9.2), "floor"
+    # (0.10.0), "per_prompt" (0.10.1+); the per-prompt image limit when none is given (1,
+    # 999 from 0.8.4); 0.11.0-0.11.2 pad each dummy output to the encoder budget's rows
+    # (`profile_run`: new_zeros((encoder_budget, hidden))) and keep them alive
+    mm_items_formula: str | None = None
+    mm_default_limit: int = 1
+    mm_outputs_padded: bool = False
     # v0 0.7.0-0.8.2 (multimodal/profiling.py): a worst-case multimodal prompt longer than the
     # profiling sequence is replaced by a text-only one (multi_modal_data=None), so the
     # encoder is not profiled; 0.8.3 keeps the multimodal data (warning only)

@@ -138,6 +138,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "the fit check sums every layer's own spec before grouping (check_enough_kv_cache_memory)"),
     ("0.7.0", "v1", {"v1_forced_chunked": "all", "kv_memory_log": "v1_0102"},
      "'V1 always uses chunked prefills' (engine/arg_utils.py)"),
+    ("0.7.0", "v1", {"mm_items_formula": "cdiv"},
+     "the encoder's dummy batch: cdiv(budget, T) images, at most max_num_seqs x the limit "
+     "(v1/worker/gpu_model_runner.py profile_run)"),
     ("0.7.0", "v1", {"sched_defaults": "v1_080", "profile_sampler_copies": 2.1,
                      "v1_profile_logits": "tokens"},
      "v1 scheduler defaults (§9); the profile run's logits for every batched token, no "
@@ -215,6 +218,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.3", "v1", {"v1_falls_back_for_lora": False}, "LoRA runs on V1"),
     ("0.8.3", "v1", {"msg_fit": "v1_083", "sliding_inflight": "batched"}, "§10, §4"),
     ("0.8.4", "v1", {"msg_fit": "v1_084", "estimate_max_len": "lost"}, "estimate bug (§6, §10)"),
+    ("0.8.4", "v1", {"mm_default_limit": 999},
+     "V1's default per-prompt limit of each modality (config.py get_limit_per_prompt)"),
     ("0.8.4", "v1", {"sched_defaults": "v1_081"},
      "§9: 256 sequences on GPUs other than H100/H200 (engine/arg_utils.py; 0.8.1-0.8.3: 1024)"),
     ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
@@ -257,6 +262,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "... any Mamba / linear-attention layer; 'Prefix caching is not supported for Mamba yet.'"),
     ("0.10.0", "v0", {"v0_spec_refused": True},
      "'Speculative decoding is not supported on vLLM V0.' (platforms/cuda.py)"),
+    ("0.10.0", "v1", {"mm_items_formula": "floor"}, "... budget // T images, at least one"),
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
     ("0.10.0", "v1", {"chunked_local_spec": True},
      "ChunkedLocalAttentionSpec (v1/kv_cache_interface.py; before, chunked layers are full)"),
@@ -273,6 +279,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "both", {"mamba_dtype_choices": ("auto", "float32")},
      "--mamba-cache-dtype / --mamba-ssm-cache-dtype (config/cache.py MambaDType; "
      "mamba_utils.py MambaStateDtypeCalculator)"),
+    ("0.10.1", "v1", {"mm_items_formula": "per_prompt"},
+     "... MultiModalBudget.get_max_items (v1/worker/utils.py)"),
     ("0.10.1", "v1", {"gpt_oss_capture_override": True},
      "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
     ("0.10.1", "v1", {"chunked_disables_hybrid": True},
@@ -313,6 +321,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
      "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
      "fallback removed)"),
+    ("0.11.0", "v1", {"mm_outputs_padded": True},
+     "each dummy encoder output padded to the encoder budget's rows and kept through the text "
+     "forward (profile_run; 0.12 pads to the largest item)"),
     ("0.11.0", "v1", {"snapshot_after_nccl": True, "default_engine": "v1", "mla_block_size": 16,
                       "v1_falls_back_below_cc80": False, "profile_sampler_copies": 8.0},
      "v0 removed (§1a); heavier dummy sampler (fitted)"),
@@ -368,6 +379,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.2", "v1", {"dcp": "gqa"},
      "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
      "(config/model.py)"),
+    ("0.12.0", "v1", {"mm_outputs_padded": False}, "... padded to one item's tokens"),
     ("0.12.0", "v1", {"cudagraph_control": "opt", "piecewise_assert": None},
      "-O N is --optimization-level (O0: no graphs); any graph mode without compilation mode 3 "
      "becomes NONE (config/vllm.py __post_init__, OPTIMIZATION_LEVEL_00-03)"),

@@ -65,6 +65,11 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
         s.limit_mm_per_prompt is not None and mm_encoder_off(spec, s)))
     encoder = encoder and not (s.language_model_only or skip
                                or (v2 and not rules.v2_profiles_encoder))
+    items, kept = _v1_encoder_batch(spec, s, rules, tokens, seqs, dtype_b) if encoder else (1, 0)
+    if encoder and rules.engine == "v0" and rules.v0_mm_profile_seqs:
+        # NOTE: each of v0's dummy sequences carries an image (the default limit of one per
+        # prompt), all encoded in the one profile forward (worker/model_runner.py)
+        items = num_reqs
     if rules.v1_profile_logits:
         # NOTE: V1 0.7.x has no dummy sampler: the logits of every batched token (0.7.0-0.7.2)
         # or of each dummy request (0.7.3), in the model dtype
@@ -86,7 +91,8 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
         a_val = act.activation_bytes(spec, _profile_shape(
             batched_tokens=tokens, num_reqs=num_reqs, last_pp_rank=r == pp - 1,
             first_pp_rank=r == 0, tp=tp, moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
-            engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder))
+            engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
+            encoder_items=items, encoder_kept_bytes=kept))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
@@ -99,6 +105,20 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
                         "CUDA graph pool" if g_val else "no CUDA graphs captured")
         out.append((a_est, n_est, g_est, g_pool))
     return tuple(out), inflight, buffers
+
+
+def _v1_encoder_batch(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, seqs: int,
+                      dtype_b: int) -> tuple[int, int]:
+    """(images in V1's encoder dummy batch, bytes of their outputs kept in the encoder cache
+    through the text forward: T rows each, the budget's rows in 0.11.0-0.11.2)."""
+    if rules.engine != "v1" or not rules.mm_items_formula:
+        return 1, 0
+    item_tokens = act.vision_max_tokens(spec)
+    limit = dict(s.limit_mm_per_prompt or ()).get("image", rules.mm_default_limit)
+    items = act.v1_mm_items(rules.mm_items_formula, item_tokens, tokens, seqs, limit,
+                            s.enable_chunked_prefill is not False)
+    rows = max(tokens, item_tokens) if rules.mm_outputs_padded else item_tokens
+    return items, items * rows * spec.hidden_size * dtype_b
 
 
 def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, seqs: int,

@@ -43,9 +43,31 @@ def vision_from_config(top: Fields, text_hidden: int, notes: list[str]) -> Visio
     if audio is not None:
         total += _audio_tower(audio, text_hidden)
         notes.append("audio tower parameters estimated from its size (+/- 10%)")
+    tokens, patches = _item_size(top, v, image, patch) if v is not None else (None, None)
     return VisionSpec(num_params=total, hidden_size=hidden, num_layers=layers, image_size=image,
                       patch_size=patch, modalities=_modalities(top, v is not None,
-                                                               audio is not None))
+                                                               audio is not None),
+                      tokens_per_item=tokens, patches_per_item=patches)
+
+
+def _item_size(top: Fields, v: Fields, image: int | None,
+               patch: int | None) -> tuple[int | None, int | None]:
+    """(prompt tokens, encoder patches) of one worst-case image where the config says more
+    than the patch grid: Gemma 3's pooled `mm_tokens_per_image` (256 of 4,096 patches,
+    gemma3_mm.py), Gemma 4's `vision_soft_tokens_per_image` pooled by `pooling_kernel_size`²,
+    Mistral 3's `spatial_merge_size` (pixtral.py: a 28-pixel patch per token)."""
+    grid = (image // patch) ** 2 if image and patch else None
+    mm = top.opt_int("mm_tokens_per_image", lo=1, hi=LIMITS["positions"])
+    if mm and grid:
+        return mm, grid
+    soft = top.opt_int("vision_soft_tokens_per_image", lo=1, hi=LIMITS["positions"])
+    if soft:
+        k = v.int("pooling_kernel_size", default=1, lo=1, hi=64)
+        return soft, soft * k * k
+    merge = top.opt_int("spatial_merge_size", lo=1, hi=64)
+    if merge and image and patch:
+        return (image // (patch * merge)) ** 2, grid
+    return None, None
 
 
 # NOTE: a config that takes videos names their placeholder token (Qwen2/2.5/3-VL
