@@ -768,3 +768,10 @@ NGRAM3 = '{"method": "ngram", "num_speculative_tokens": 3}'
 def test_speculative_written_in_the_releases_spelling(argv, version, want):
     """A recommended command names speculative decoding the way its release spells it."""
     assert settings_to_args(s(*argv), version=version) == want
+
+
+def test_pooling_runner_flags_are_read():
+    from vramguard.sources.vllm_args import parse_vllm_command
+    cmd = parse_vllm_command("vllm serve Qwen/Qwen3-Embedding-8B --runner pooling --convert embed")
+    assert (cmd.settings.runner, cmd.settings.convert) == ("pooling", "embed")
+    assert parse_vllm_command("vllm serve m --task embed").settings.task == "embed"

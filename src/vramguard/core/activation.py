@@ -79,6 +79,7 @@ class ProfileShape:
     encoder_profiled: bool = True   # False: v0 dropped the mm dummy data (see mm_profile)
     encoder_items: int = 1          # v1: images in the encoder's dummy batch (`v1_mm_items`)
     encoder_kept_bytes: int = 0     # v1: their outputs, alive through the text forward
+    sampler: bool = True            # False: a pooling model (no dummy sampler)
 
 
 def vision_item(spec: ModelSpec) -> tuple[int, int]:
@@ -165,7 +166,7 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
         inter = m.moe_intermediate_size / max(1, shape.moe_inter_divisor)
         ws = t * m.num_experts_per_tok * (3 * inter + spec.hidden_size) * 2
         total += int(ws * ACT_MOE_FACTOR)
-    if shape.last_pp_rank and not spec.is_encoder_only:
+    if shape.last_pp_rank and shape.sampler and not spec.is_encoder_only:
         total += int(shape.num_reqs * spec.vocab_size * 4 * shape.sampler_copies)
     enc = (vision_encoder_bytes(spec, shape.tp, eng, shape.encoder_items)
            if shape.first_pp_rank and shape.encoder_profiled else 0)

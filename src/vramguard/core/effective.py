@@ -17,7 +17,7 @@ from .model import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from .provenance import GIB, Source
 from .rules import VllmRules
 from .sched import V0_CHUNKED_AUTO_ABOVE, v0_scheduler_defaults
-from .settings import Settings
+from .settings import Settings, is_pooling
 
 __all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "flag_dicts",
            "graph_mode_source", "GIVEN_FLAGS", "USER", "DEFAULT", "DERIVED"]
@@ -148,10 +148,10 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
             values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, D
         else:
             values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, U
-        d_tokens, d_seqs = v0_scheduler_defaults(rules, L, chunked, pooling=spec.is_encoder_only,
+        d_tokens, d_seqs = v0_scheduler_defaults(rules, L, chunked, pooling=is_pooling(spec, s),
                                                  multimodal=spec.vision is not None)
     else:
-        chunked, src = _v1_chunked(spec, chunked_flag, rules)
+        chunked, src = _v1_chunked(spec, s, rules)
         values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, src
         d_tokens, d_seqs = base.sched
         if not chunked:
@@ -198,20 +198,22 @@ def _auto_chunk_blocked(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: Gpu
         or ("prefix_caching" in b and s.enable_prefix_caching)
         or ("mamba" in b and MAMBA in kinds)
         or ("multimodal" in b and spec.vision is not None)
-        or ("pooling" in b and spec.is_encoder_only)
+        or ("pooling" in b and is_pooling(spec, s))
         or ("rocm" in b and gpu.vendor == "amd")
         or ("mla" in b and MLA in kinds and rules.mla_supported))
 
 
-def _v1_chunked(spec: ModelSpec, flag: bool | None, rules: VllmRules) -> tuple[bool, str]:
+def _v1_chunked(spec: ModelSpec, s: Settings, rules: VllmRules) -> tuple[bool, str]:
     """v1's chunked prefill and its source: forced on (0.7-0.11.0, pooling models aside from
-    0.9.2), else the flag, else on (off for pooling models from 0.9.2)."""
+    0.9.2), else the flag, else on; pooling models off from 0.9.2, except causal decoders
+    from 0.10.1 (their default LAST pooling supports chunked prefill)."""
+    flag, pooling = s.enable_chunked_prefill, is_pooling(spec, s)
     forced = rules.v1_forced_chunked
-    if forced == "all" or (forced == "non_pooling" and not spec.is_encoder_only):
+    if forced == "all" or (forced == "non_pooling" and not pooling):
         return True, (DEFAULT if flag is None else USER if flag else DERIVED)
     if flag is not None:
         return flag, USER
-    return not spec.is_encoder_only, DEFAULT
+    return not pooling or (not spec.is_encoder_only and rules.pooling_decoder_chunked), DEFAULT
 
 
 def _v1_unchunked_tokens(rules: VllmRules, max_model_len: int, default: int) -> int:

@@ -17,7 +17,7 @@ from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
 from .model import ModelSpec
 from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env
-from .settings import Settings
+from .settings import Settings, is_pooling
 from .stage_terms import (base_terms, check_mamba_prefix_caching, fixed_terms, runtime_base,
                           runtime_fixed)
 from .validation import (check_backend_block_size, check_dtype_capability,
@@ -44,7 +44,7 @@ def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
         return _memo.resolve_rules(version, "v0"), "Mamba/linear-attention layers"
     if rules.v1_falls_back_for_lora and settings.enable_lora:
         return _memo.resolve_rules(version, "v0"), "LoRA"
-    if rules.v1_falls_back_for_pooling and spec.is_encoder_only:
+    if rules.v1_falls_back_for_pooling and is_pooling(spec, settings):
         return _memo.resolve_rules(version, "v0"), "an embedding (pooling) model"
     if spec.draft is not None and falls_back_to_v0(spec, settings, rules):
         return _memo.resolve_rules(version, "v0"), "speculative decoding with a draft model"

@@ -33,7 +33,7 @@ from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, resolve_rules
-from .settings import Settings
+from .settings import Settings, is_pooling
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, model_runner_v2, sampler_copies
 from .validation import validate_searched
@@ -500,6 +500,8 @@ class _Walk(PlanReport):
         reqs = min(self.eff.values["max_num_seqs"], tokens)
         # NOTE: with speculative decoding the warm-up runs the dummy rejection sampler too.
         copies = sampler_copies(self.spec, s, self.rules) if s.num_speculative_tokens else 0
+        if is_pooling(self.spec, s):
+            return reqs, 0          # NOTE: a pooling model warms its pooler up, not a sampler
         return reqs, act.sampler_warmup_bytes(self.spec, reqs, copies)
 
     def _allocation_fits(self, cap: KvCapacity) -> bool:

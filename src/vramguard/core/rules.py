@@ -35,6 +35,10 @@ class VllmRules:
     # VLLM_USE_V1=1 (engine/arg_utils.py _is_v1_supported_oracle; v1 by default from 0.10.2)
     v1_falls_back_for_mamba: bool = False
     v1_falls_back_for_pooling: bool = False  # 0.8.0-0.9.1: embedding models run on V0
+    # 0.10.1+: a causal decoder served as a pooling model keeps chunked prefill on by default
+    # (its default LAST pooling supports it; 0.9.2-0.10.0 only with a sentence-transformers
+    # LAST pooling config, which the plan does not read)
+    pooling_decoder_chunked: bool = False
     # 0.8.0-0.8.2: --enable-lora falls back to V0 unless VLLM_USE_V1=1 ("LORA is experimental
     # on VLLM_USE_V1=1. Falling back to V0 Engine.", engine/arg_utils.py)
     v1_falls_back_for_lora: bool = False

@@ -271,6 +271,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "SpeculativeConfig, engine/arg_utils.py); vllm/spec_decode (v0) removed"),
     ("0.10.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at its maximum size (gpu_model_runner.py profile_run)"),
+    ("0.10.1", "v1", {"pooling_decoder_chunked": True},
+     "pooling decoders keep chunked prefill (LAST pooling; config/__init__.py)"),
     ("0.10.1", "both", {"mla_block_blackwell": 128, "mla_blackwell_cc100_only": True},
      "MLA on Blackwell: CUTLASS_MLA, block size forced to 128 (platforms/cuda.py: "
      "is_device_capability(100), 10.0 only)"),
@@ -647,6 +649,9 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
     "mm_encoder_tp_mode": ("--mm-encoder-tp-mode", "0.10.2", None),
     "kv_cache_dtype_skip_layers": ("--kv-cache-dtype-skip-layers", "0.19.0", None),
     "kv_cache_memory_bytes": ("--kv-cache-memory-bytes", "0.10.2", None),
+    "task": ("--task", "0.6.4", "0.12.0"),
+    "runner": ("--runner", "0.10.1", None),
+    "convert": ("--convert", "0.10.1", None),
 }
 # Flags whose spelling depends on the release (`Settings.flag_spellings`), the same way:
 # speculative decoding's --speculative-model / --num-speculative-tokens 0.4.1-0.8.2 (V0's;

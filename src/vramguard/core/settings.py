@@ -65,6 +65,12 @@ class Settings:
     speculative_method: str | None = None     # --speculative-config "method" (mtp, ngram, ...)
     speculative_model: str | None = None      # --speculative-config "model": a separate drafter
     language_model_only: bool = False         # no multimodal encoder loaded or profiled
+    # how vLLM runs the model: --runner (0.10.1+: generate | pooling | auto), --convert
+    # (0.10.1+: embed | classify | reward | none | auto), --task (0.6.4-0.12.0: embed,
+    # embedding, classify, score, reward, generate, ...); `is_pooling` reads them
+    runner: str | None = None
+    convert: str | None = None
+    task: str | None = None
     # --limit-mm-per-prompt: items per prompt by modality, sorted (("image", 0), ("video", 0))
     limit_mm_per_prompt: tuple[tuple[str, int], ...] | None = None
     mm_encoder_tp_mode: str | None = None     # "weights" (shard the encoder) | "data" (0.10.2+)
@@ -105,6 +111,27 @@ class Settings:
 
 
 _field_values = attrgetter(*(f.name for f in fields(Settings)))
+
+
+# architecture suffixes vLLM serves as pooling models by default (config.py
+# `_SUFFIX_TO_DEFAULTS` 0.10.1+; `_get_preferred_task` 0.6.5-0.9.x)
+POOLING_SUFFIXES = ("ForSequenceClassification", "ForRewardModel", "ForRewardModeling",
+                    "EmbeddingModel", "ForTextEncoding", "ClassificationModel", "RewardModel")
+_POOLING_TASKS = frozenset({"embed", "embedding", "classify", "score", "reward"})
+
+
+def is_pooling(spec, settings: Settings) -> bool:
+    """Whether vLLM runs the model as a pooling model (embed / classify / score / reward):
+    an encoder-only model, `--runner pooling`, a pooling `--convert` or `--task`, or an
+    architecture vLLM pools by default (`POOLING_SUFFIXES`) unless `--runner generate`.
+    Pooling models run no sampler; a causal decoder keeps its KV cache."""
+    if spec.is_encoder_only or settings.runner == "pooling":
+        return True
+    if settings.runner == "generate":
+        return False
+    if (settings.convert or "none") not in ("none", "auto") or settings.task in _POOLING_TASKS:
+        return True
+    return spec.architecture.endswith(POOLING_SUFFIXES)
 
 
 def uses_mtp(settings: Settings) -> bool:

@@ -22,7 +22,7 @@ from .kv_quant import init_buffer_bytes
 from .model import MAMBA, NONE, ModelSpec
 from .provenance import Estimate, Source
 from .rules import VllmRules
-from .settings import Settings
+from .settings import Settings, is_pooling
 from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
 
 if TYPE_CHECKING:
@@ -81,7 +81,9 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
                if rules.init_token_buffers else 0)
     # NOTE: allocated after the weights are measured; from 0.27 the budget charges all memory
     # consumed since the snapshot, so the V2 sampler's per-request state is in it.
-    state = act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model else 0
+    sampler = not is_pooling(spec, s)
+    state = (act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model and sampler
+             else 0)
     out = []
     for r, rng, _w, n_est, _shape, mamba_slot, _windowed in fixed:
         if state and r == pp - 1:
@@ -92,7 +94,7 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             batched_tokens=tokens, num_reqs=num_reqs, last_pp_rank=r == pp - 1,
             first_pp_rank=r == 0, tp=tp, moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
             engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
-            encoder_items=items, encoder_kept_bytes=kept))
+            encoder_items=items, encoder_kept_bytes=kept, sampler=sampler))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
@@ -326,7 +328,7 @@ def cudagraph_mode(s: Settings, rules: VllmRules, device: str = "cuda",
         return "FULL_AND_PIECEWISE"
     full = mode in FULL_GRAPH_MODES
     pool = rules.graph_pooling_piecewise
-    if full and spec.is_encoder_only and (pool == "any" or (pool == "default"
+    if full and is_pooling(spec, s) and (pool == "any" or (pool == "default"
                                                              and s.cudagraph_mode is None)):
         return "PIECEWISE"
     if full and rules.graph_dcp_piecewise and s.decode_context_parallel_size > 1:
@@ -490,7 +492,7 @@ def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
         return False
     if s.async_scheduling is not None:
         return s.async_scheduling
-    return rules.async_scheduling_default and not spec.is_encoder_only
+    return rules.async_scheduling_default and not is_pooling(spec, s)
 
 
 def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,

@@ -369,10 +369,13 @@ def _unrecognized(flag: str, value: object, fix: str, typed: str | None = None) 
 _GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping",
              "--disable-log-requests": "drop it: requests are not logged by default "
                                        "(--enable-log-requests logs them)",
-             "--enable-multimodal-encoder-data-parallel": "use --mm-encoder-tp-mode data"}
+             "--enable-multimodal-encoder-data-parallel": "use --mm-encoder-tp-mode data",
+             "--task": "use --runner pooling with --convert embed / classify"}
 # NOTE: what an earlier release spells instead
 _EARLIER_FIX = {"--mm-encoder-tp-mode":
-                "0.9.1-0.10.1 have --enable-multimodal-encoder-data-parallel (= data)"}
+                "0.9.1-0.10.1 have --enable-multimodal-encoder-data-parallel (= data)",
+                "--runner": "earlier releases take --task embed / classify / score",
+                "--convert": "earlier releases take --task embed / classify / score"}
 _FLAG_FIELDS = frozenset(FLAG_RELEASES)
 _OVERRIDE_KEY = {"--rope-scaling": "rope_scaling", "--rope-theta": "rope_theta"}
 

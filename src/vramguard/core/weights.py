@@ -15,7 +15,7 @@ from itertools import chain
 from operator import add
 
 from .model import DTYPE_BYTES, LayerParams, ModelSpec, QuantSpec, distinct_index, fields_key
-from .settings import Settings, uses_mtp
+from .settings import Settings, is_pooling, uses_mtp
 
 VOCAB_PADDING = 64
 _GIB = 1 << 30
@@ -201,7 +201,10 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
             total_b += spec.vision.num_params / enc * dtype_b
             params += spec.vision.num_params // enc
     last = pp_rank == pp - 1
-    if last or (pp > 1 and spec.model_type in HEAD_EVERY_STAGE):
+    # NOTE: a pooling model has no LM head (vLLM's adapters delete it; a score head of
+    # hidden x labels is left out)
+    if (last or (pp > 1 and spec.model_type in HEAD_EVERY_STAGE)) \
+            and not is_pooling(spec, settings):
         head = spec.lm_head_params
         if spec.tie_word_embeddings and pp > 1 and not head and not every:
             head = spec.embed_params          # tied head is materialized on the last stage

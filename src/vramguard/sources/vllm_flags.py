@@ -81,6 +81,12 @@ FLAGS: dict[str, Flag] = {
     "--enable-expert-parallel": Flag("enable_expert_parallel", BOOL),
     "--disable-custom-all-reduce": Flag("disable_custom_all_reduce", BOOL),
     "--language-model-only": Flag("language_model_only", BOOL),
+    "--runner": Flag("runner", CHOICE, choices=("auto", "generate", "pooling", "draft")),
+    "--convert": Flag("convert", CHOICE, choices=("auto", "none", "embed", "classify",
+                                                  "reward", "mm_encoder_only")),
+    "--task": Flag("task", CHOICE, choices=("auto", "generate", "embedding", "embed",
+                                            "classify", "score", "reward", "transcription",
+                                            "draft")),
     "--limit-mm-per-prompt": Flag("limit_mm_per_prompt", MM_LIMITS),
     "--mm-encoder-tp-mode": Flag("mm_encoder_tp_mode", CHOICE, choices=("weights", "data")),
     # host memory only (vramguard check's host need; the GPU pool does not change)
@@ -147,8 +153,8 @@ IGNORED_VALUE = frozenset("""
 --api-key --lora-modules --prompt-adapters --chat-template --chat-template-content-format
 --response-role --ssl-keyfile --ssl-certfile --ssl-ca-certs --ssl-cert-reqs --ssl-ciphers
 --root-path --middleware --tool-call-parser --tool-parser-plugin --tool-server
---log-config-file --max-log-len --served-model-name --tokenizer --hf-config-path --runner
---convert --task --tokenizer-mode --seed --allowed-local-media-path --allowed-media-domains
+--log-config-file --max-log-len --served-model-name --tokenizer --hf-config-path
+--tokenizer-mode --seed --allowed-local-media-path --allowed-media-domains
 --revision --code-revision --tokenizer-revision --max-logprobs --logprobs-mode
 --config-format --hf-token --pooler-config --override-pooler-config
 --logits-processor-pattern --generation-config --override-generation-config --model-impl
