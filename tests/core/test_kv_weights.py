@@ -832,7 +832,41 @@ def test_lora_slots_by_tensor_parallel_layer_kind_and_moe():
         assert lora_bytes(spec, s, 2) == expect(tp)
     moe = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True)
     one = Settings(enable_lora=True)
-    assert lora_bytes(moe, one, 2, moe=True) > 20 * lora_bytes(moe, one, 2)
+    from vramguard.core.weights import LoraRules
+    assert lora_bytes(moe, one, 2, LoraRules(moe=True)) > 20 * lora_bytes(moe, one, 2)
+
+
+def test_lora_embedding_and_lm_head_wrappers():
+    """Models whose class lists `embedding_modules` adapt the embedding and LM head too, on
+    the whole vocabulary on every rank (lora/layers/vocal_parallel_embedding.py,
+    logits_processor.py). Llama-3.1-8B (untied), 4 slots of rank 64, bf16: 0.12+ embedding
+    A 128,256 x 64 + B 4,096 x 64, logits A 64 x 4,096 + B 128,256 x 64 per slot; up to 0.11.2
+    the 256 extra-vocabulary rows too (and the logits' rows padded to 256); Qwen3 only from
+    0.16; a tied model (Qwen3-4B) wraps its head as a second embedding from 0.11.1."""
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.weights import LoraRules, lora_bytes, lora_vocab_elems
+    from vramguard.sources.resolve import load_model_spec
+
+    def rules_of(version):
+        r = resolve_rules(version)
+        return LoraRules(r.lora_moe, r.lora_extra_vocab, r.lora_tied_double,
+                         r.lora_embedding_archs)
+    llama = llama31_8b()
+    v, h = 128256, 4096
+    assert lora_vocab_elems(llama, 64, rules_of("0.27.1")) == 64 * (v + h) * 2
+    old = lora_vocab_elems(llama, 64, rules_of("0.10.1"))
+    rows = -(-(v + 256) // 256) * 256
+    assert old == 64 * (v + 256 + h) + 256 * h + 64 * (h + rows) + 256 * h
+    s = Settings(enable_lora=True, max_loras=4, max_lora_rank=64)
+    with_vocab = lora_bytes(llama, s, 2, rules_of("0.27.1"))
+    assert with_vocab - lora_bytes(llama, s, 2) == 4 * 64 * (v + h) * 2 * 2
+    qwen3 = load_model_spec("Qwen/Qwen3-8B", offline=True)
+    assert lora_vocab_elems(qwen3, 16, rules_of("0.15.0")) == 0
+    assert lora_vocab_elems(qwen3, 16, rules_of("0.16.0")) > 0
+    tied = load_model_spec("Qwen/Qwen3-4B", offline=True)
+    assert tied.tie_word_embeddings
+    e = 16 * (tied.vocab_size + tied.hidden_size)
+    assert lora_vocab_elems(tied, 16, rules_of("0.27.1")) == 3 * e
 
 
 def test_some_model_classes_hold_embedding_and_head_on_every_pp_stage():

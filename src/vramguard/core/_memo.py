@@ -172,17 +172,19 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None):
 
 
 def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=None,
-                     lora_moe: bool = False, pp_layout=None):
+                     lora=None, pp_layout=None):
     """`weights.weights_per_rank`, cached per model on the fields it reads."""
     if not _enabled:
         return _weights.weights_per_rank(spec, settings, compute_capability,
-                                         lora_moe=lora_moe, pp_layout=pp_layout)
-    key = (_weight_key(settings), compute_capability, lora_moe, pp_layout)
+                                         lora=lora or _weights.LoraRules(),
+                                         pp_layout=pp_layout)
+    key = (_weight_key(settings), compute_capability, lora, pp_layout)
     return _lookup(_table(spec, "weights"), key,
                    lambda: _weights.weights_per_rank(spec, settings, compute_capability,
                                                      scale=checkpoint_scale(spec),
                                                      index=layer_index(spec),
-                                                     lora_moe=lora_moe, pp_layout=pp_layout))
+                                                     lora=lora or _weights.LoraRules(),
+                                                     pp_layout=pp_layout))
 
 
 def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:

@@ -152,6 +152,14 @@ class VllmRules:
     conv_spec_kinds: frozenset = frozenset()
     capture_scales_with_spec: bool = False   # 0.13+: capture sizes x (1 + speculative tokens)
     lora_moe: bool = False                   # 0.11.1+: LoRA slots on every routed expert
+    # LoRA on the embedding and LM head (`weights.lora_vocab_elems`): the extra vocabulary
+    # (--lora-extra-vocab-size, 256 up to 0.11.2), a tied head wrapped twice (0.11.1+), and
+    # the model classes with `embedding_modules` (Llama, Mixtral, Granite; Mistral through
+    # Llama's class until 0.15; Qwen3 / Qwen3-MoE from 0.16)
+    lora_extra_vocab: int = 256
+    lora_tied_double: bool = False
+    lora_embedding_archs: frozenset = frozenset({
+        "LlamaForCausalLM", "MixtralForCausalLM", "GraniteForCausalLM", "MistralForCausalLM"})
     v2_kernel_warmup: bool = False           # 0.17+: Model Runner V2's warmup_kernels
     # 0.6.6-0.28: a block-FP8 MoE's per-rank expert size must be a multiple of the blocks
     # (quantization/fp8.py; 0.29 refines the block shape instead)

@@ -343,6 +343,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
+    ("0.11.1", "both", {"lora_tied_double": True},
+     "a tied LM head is wrapped as a second LoRA embedding (lora/models.py "
+     "named_modules(remove_duplicate=False))"),
     ("0.11.1", "v1", {"log_weights": "model_gib_memory", "log_capacity_per_worker": False}, "§1b"),
     ("0.11.1", "v1", {"graph_pooling_piecewise": "any", "graph_dcp_piecewise": True},
      "'Pooling models do not support full cudagraphs' / DCP 'incompatible with full CUDA "
@@ -381,6 +384,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.2", "v1", {"dcp": "gqa"},
      "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
      "(config/model.py)"),
+    ("0.12.0", "both", {"lora_extra_vocab": 0}, "--lora-extra-vocab-size removed"),
     ("0.12.0", "v1", {"mm_outputs_padded": False}, "... padded to one item's tokens"),
     ("0.12.0", "v1", {"cudagraph_control": "opt", "piecewise_assert": None},
      "-O N is --optimization-level (O0: no graphs); any graph mode without compilation mode 3 "
@@ -436,6 +440,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
+    ("0.15.0", "both", {"lora_embedding_archs": frozenset({
+        "LlamaForCausalLM", "MixtralForCausalLM", "GraniteForCausalLM"})},
+     "Mistral's own class, without embedding_modules (models/mistral.py)"),
     ("0.15.0", "v1", {"msg_mamba_chunked": "align", "mamba_align_refuses_spec": True},
      "align mode asserts chunked prefill and no speculative decoding (MambaModelConfig)"),
     ("0.15.0", "v1", {"mamba_spec_block_modes": frozenset({"none", "align"})},
@@ -453,6 +460,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.16.0", "both", {"lora_embedding_archs": frozenset({
+        "LlamaForCausalLM", "MixtralForCausalLM", "GraniteForCausalLM", "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM"})}, "Qwen3 / Qwen3-MoE embedding_modules (models/qwen3*.py)"),
     ("0.16.0", "v1", {"online_fp8_bf16_load_peak": "layer"},
      "online FP8 weights on the meta device, materialized in 16-bit layer by layer just in "
      "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),

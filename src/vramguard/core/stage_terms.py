@@ -23,7 +23,7 @@ from .model import MAMBA, NONE, ModelSpec
 from .provenance import Estimate, Source
 from .rules import VllmRules
 from .settings import Settings, is_pooling
-from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
+from .weights import LoraRules, draft_bytes, pp_layer_split, runtime_dtype_bytes
 
 if TYPE_CHECKING:
     from .planner import PlanHooks
@@ -163,7 +163,9 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     (tp, MoE divisor, dtype bytes, sampler copies, eager, the CUDA-graph mode, a model's
     fixed capture sizes, async scheduling, Model Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
-    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, rules.lora_moe,
+    lora = LoraRules(rules.lora_moe, rules.lora_extra_vocab, rules.lora_tied_double,
+                     rules.lora_embedding_archs) if s.enable_lora else None
+    weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, lora,
                                      rules.pp_layout)
     dtype_b = runtime_dtype_bytes(s)
     eager = bool(s.enforce_eager) or device == "cpu"

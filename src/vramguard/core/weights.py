@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import reduce
 from itertools import chain
 from operator import add
+from typing import NamedTuple
 
 from .model import DTYPE_BYTES, LayerParams, ModelSpec, QuantSpec, distinct_index, fields_key
 from .settings import Settings, is_pooling, uses_mtp
@@ -231,9 +232,23 @@ def rope_cache_bytes(spec: ModelSpec, dtype_b: int) -> int:
     return int(pos) * int(spec.head_dim) * dtype_b
 
 
-def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, moe: bool = False) -> int:
+class LoraRules(NamedTuple):
+    """What the release does with LoRA slots (`rules.lora_*`): routed experts adapted
+    (0.11.1+), the extra vocabulary (256 up to 0.11.2, 0 after), a tied LM head wrapped as a
+    second embedding besides the logits (0.11.1+), and the architectures whose embedding and
+    LM head take LoRA (`embedding_modules`)."""
+
+    moe: bool = False
+    extra_vocab: int = 0
+    tied_double: bool = False
+    embedding_archs: frozenset = frozenset()
+
+
+def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int,
+               lora: LoraRules = LoraRules()) -> int:
     """LoRA slot buffers per rank: `max_loras` slots of rank `max_lora_rank` (default 1 / 16)
-    on every adapted linear; stacked layers keep one A per slice (q, k, v; gate, up).
+    on every adapted linear; stacked layers keep one A per slice (q, k, v; gate, up); the
+    embedding and LM head wrappers where the model adapts them (`lora_vocab_elems`).
 
     NOTE: a column-parallel layer (qkv, gate_up) keeps its A over the full input and splits
     B, a row-parallel one (o, down) splits A and keeps B over the full output
@@ -253,14 +268,37 @@ def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, moe: bool = Fa
     mlp = (2 * h + 2 * inter / tp) + (inter / tp + h)
     n_moe = sum(1 for l in spec.layers if l.params.experts) if spec.moe else 0
     per_model = attn * spec.num_layers + mlp * (spec.num_layers - n_moe)
-    if moe and n_moe:
+    if lora.moe and n_moe:
         m = spec.moe
         ep = settings.enable_expert_parallel
         group = tp * settings.data_parallel_size
         local = m.num_experts / group if ep else m.num_experts
         e_inter = m.moe_intermediate_size / (1 if ep else group)
         per_model += n_moe * local * (2 * (h + e_inter) + e_inter + h)
+    per_model += lora_vocab_elems(spec, rank, lora) / rank
     return int(slots * rank * per_model / settings.pipeline_parallel_size * dtype_b)
+
+
+def lora_vocab_elems(spec: ModelSpec, rank: int, lora: LoraRules) -> int:
+    """Elements per LoRA slot of the embedding and LM-head wrappers, on every TP rank (the
+    whole vocabulary: lora/layers/vocal_parallel_embedding.py, logits_processor.py): the
+    embedding's A (vocab [+ extra] x rank) and B (hidden x rank) and its extra-vocabulary
+    rows; the logits' A (rank x hidden) and B (vocab, padded to 256 with the extra vocab,
+    x rank). An untied model has both; a tied one the embedding, twice from 0.11.1 (its LM
+    head is the embedding module, wrapped again) plus the logits.
+
+    NOTE: up to 0.11.2 Llama-style classes also grow their base embedding by extra x
+    max_loras rows and their LM head by the extra rows; those rows are left out."""
+    if spec.architecture not in lora.embedding_archs:
+        return 0
+    h, vocab, extra = spec.hidden_size, spec.vocab_size, lora.extra_vocab
+    emb = rank * (vocab + extra + h) + extra * h
+    rows = -(-(vocab + extra) // 256) * 256 if extra else vocab
+    logits = rank * (h + rows) + extra * h
+    tied = spec.tie_word_embeddings and not spec.lm_head_params
+    if not tied:
+        return emb + logits
+    return 2 * emb + logits if lora.tied_double else emb
 
 
 def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: str) -> int:
@@ -311,13 +349,13 @@ def checkpoint_scale(spec: ModelSpec, index=None) -> tuple[float, bool]:
 def weights_per_rank(spec: ModelSpec, settings: Settings,
                      compute_capability: tuple[int, int] | None = None, *,
                      scale: tuple[float, bool] | None = None,
-                     index=None, lora_moe: bool = False,
+                     index=None, lora: LoraRules = LoraRules(),
                      pp_layout: str | tuple[int, ...] | None = None) -> tuple[RankWeights, ...]:
     """Weight bytes on each PP stage (TP ranks of one stage hold the same amount).
 
     `scale`: `checkpoint_scale(spec)`, `index`: `layer_index(spec)`, when the caller has
-    them (they depend on the model alone); `lora_moe`: LoRA slots on the routed experts
-    (`rules.lora_moe`, 0.11.1+); `pp_layout`: the layers per stage (`rules.pp_layout`)."""
+    them (they depend on the model alone); `lora`: the release's LoRA rules (`LoraRules`);
+    `pp_layout`: the layers per stage (`rules.pp_layout`)."""
     dtype_b = runtime_dtype_bytes(settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
@@ -325,7 +363,7 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
         index = layer_index(spec)
     scale, from_ckpt = checkpoint_scale(spec, index) if scale is None else scale
     rope = rope_cache_bytes(spec, dtype_b)
-    lora = lora_bytes(spec, settings, dtype_b, lora_moe)
+    lora = lora_bytes(spec, settings, dtype_b, lora)
     offload_total = int(settings.cpu_offload_gb * _GIB)
     out = []
     for stage in range(pp):
