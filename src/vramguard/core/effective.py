@@ -17,6 +17,7 @@ from .model import FULL, MAMBA, MLA, SLIDING, ModelSpec
 from .provenance import GIB, Source
 from .rules import VllmRules
 from .sched import V0_CHUNKED_AUTO_ABOVE, v0_scheduler_defaults
+from .lora_checks import check_lora_batched_tokens
 from .settings import Settings, is_pooling
 
 __all__ = ["Eff", "SettingsBase", "settings_base", "resolve_settings", "flag_dicts",
@@ -178,6 +179,7 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
                          "max_num_batched_tokens and makes vLLM reject longer sequences. Please "
                          "increase max_num_batched_tokens or decrease max_model_len.",
                          where="--max-num-batched-tokens")
+    check_lora_batched_tokens(s, rules, tokens)
     return Eff(values, sources), derived
 
 

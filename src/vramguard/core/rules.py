@@ -157,6 +157,17 @@ class VllmRules:
     # the model classes with `embedding_modules` (Llama, Mixtral, Granite; Mistral through
     # Llama's class until 0.15; Qwen3 / Qwen3-MoE from 0.16)
     lora_extra_vocab: int = 256
+    # LoRAConfig's checks: the ranks it takes (a ValueError up to 0.11.0, argparse's choices
+    # from 0.11.1), the extra-vocabulary sizes (up to 0.11.2), the batched-token cap of the
+    # custom LoRA kernel (0.4.0-0.5.4), no chunked prefill (0.5.1-0.6.4), no CPU offload
+    # ("any" engine 0.7.0-0.8.2, "v0" 0.8.3+), the cpu-loras message's closing "." (0.14+)
+    lora_ranks: tuple[int, ...] = (8, 16, 32, 64)
+    lora_rank_argparse: bool = False
+    lora_extra_vocab_choices: tuple[int, ...] = (0, 256, 512)
+    lora_max_batched_tokens: int | None = 65528
+    lora_no_chunked: bool = False
+    lora_no_cpu_offload: str | None = None
+    msg_cpu_loras_dot: bool = False
     lora_tied_double: bool = False
     lora_embedding_archs: frozenset = frozenset({
         "LlamaForCausalLM", "MixtralForCausalLM", "GraniteForCausalLM", "MistralForCausalLM"})

@@ -267,6 +267,10 @@ def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int,
     attn = (3 * h + (q + kv) / tp) + (q / tp + h)
     mlp = (2 * h + 2 * inter / tp) + (inter / tp + h)
     n_moe = sum(1 for l in spec.layers if l.params.experts) if spec.moe else 0
+    if settings.fully_sharded_loras:
+        # NOTE: --fully-sharded-loras splits column-parallel A by rank and row-parallel B by
+        # output over TP too (lora/layers/*_parallel_linear.py): every linear slot / TP
+        attn, mlp = attn_full_shard(h, q, kv, tp), mlp_full_shard(h, inter, tp)
     per_model = attn * spec.num_layers + mlp * (spec.num_layers - n_moe)
     if lora.moe and n_moe:
         m = spec.moe
@@ -275,8 +279,20 @@ def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int,
         local = m.num_experts / group if ep else m.num_experts
         e_inter = m.moe_intermediate_size / (1 if ep else group)
         per_model += n_moe * local * (2 * (h + e_inter) + e_inter + h)
+    if settings.lora_extra_vocab_size is not None and lora.extra_vocab:
+        lora = lora._replace(extra_vocab=settings.lora_extra_vocab_size)
     per_model += lora_vocab_elems(spec, rank, lora) / rank
     return int(slots * rank * per_model / settings.pipeline_parallel_size * dtype_b)
+
+
+def attn_full_shard(h: int, q: int, kv: int, tp: int) -> float:
+    """Per-rank LoRA A+B elements per unit rank of one attention block, fully sharded."""
+    return (3 * h + q + kv) / tp + (q + h) / tp
+
+
+def mlp_full_shard(h: int, inter: int, tp: int) -> float:
+    """... and of one gated MLP."""
+    return (2 * h + 2 * inter) / tp + (inter + h) / tp
 
 
 def lora_vocab_elems(spec: ModelSpec, rank: int, lora: LoraRules) -> int:

@@ -100,6 +100,9 @@ FLAGS: dict[str, Flag] = {
     "--enable-lora": Flag("enable_lora", BOOL),
     "--max-loras": Flag("max_loras", POS_INT, 1),
     "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
+    "--max-cpu-loras": Flag("max_cpu_loras", POS_INT, 1),
+    "--lora-extra-vocab-size": Flag("lora_extra_vocab_size", POS_INT, 0, 1 << 20),
+    "--fully-sharded-loras": Flag("fully_sharded_loras", BOOL),
     "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
     "--mamba-cache-mode": Flag("mamba_cache_mode", CHOICE, choices=("none", "align", "all")),
@@ -253,7 +256,7 @@ UNMODELED_VALUE = frozenset("""
 --cpu-offload-params --offload-backend --offload-group-size --offload-num-in-group
 --offload-params --offload-prefetch-step
 --max-num-scheduled-tokens --prefill-context-parallel-size
---lora-extra-vocab-size --max-cpu-loras --long-lora-scaling-factors
+--long-lora-scaling-factors
 --speculative-model-quantization --speculative-max-model-len --ngram-prompt-lookup-max
 --ngram-prompt-lookup-min --quantization-config
 --attention-config --model-weights --mamba-cache-philox-rounds
@@ -267,7 +270,7 @@ UNMODELED_VALUE = frozenset("""
 CONFIG_OVERRIDE_FLAGS = {"--hf-overrides": None, "--rope-scaling": "rope_scaling",
                          "--rope-theta": "rope_theta"}
 UNMODELED_BOOL = frozenset("""
---mm-encoder-only --fully-sharded-loras
+--mm-encoder-only
 --enable-cumem-allocator --specialize-active-lora
 --use-replayssm --swa-bounded-replay --enable-batch-sharded-sampling --dcp-q-replicate
 --enable-hc-sp

@@ -1,0 +1,75 @@
+"""LoRAConfig's checks by release (config.py / config/lora.py, 0.4.0-0.33.0), in vLLM's words,
+and --fully-sharded-loras / --lora-extra-vocab-size in the slot bytes."""
+
+import pytest
+
+from core_specs import llama31_8b
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.planner import plan
+from vramguard.core.settings import Settings
+from vramguard.errors import UsageError
+
+H100 = lookup_gpu("H100-80GB")
+LORA = Settings(max_model_len=8192, enable_lora=True)
+
+
+def refusal(version, s, engine=None):
+    """vLLM's words (the error's `what`, without vramguard's fix)."""
+    with pytest.raises(UsageError) as exc:
+        plan(llama31_8b(), s, H100, vllm_version=version, engine=engine)
+    return exc.value.what
+
+
+def test_rank_choices_by_release():
+    assert "max_lora_rank (128) must be one of (8, 16, 32, 64)." in refusal(
+        "0.5.4", LORA.with_(max_lora_rank=128))
+    plan(llama31_8b(), LORA.with_(max_lora_rank=128), H100, vllm_version="0.5.5")
+    assert "must be one of (8, 16, 32, 64, 128, 256, 320, 512)." in refusal(
+        "0.11.0", LORA.with_(max_lora_rank=24))
+    # 0.11.1+: argparse's choices, LoRA on or not
+    text = refusal("0.27.1", Settings(max_model_len=8192, max_lora_rank=24))
+    assert ("argument --max-lora-rank: invalid choice: 24 (choose from 1, 8, 16, 32, 64, 128, "
+            "256, 320, 512)") in text
+
+
+def test_cpu_loras_extra_vocab_chunked_prefill_and_offload():
+    assert "max_cpu_loras (2) must be >= max_loras (4)" in refusal(
+        "0.10.1", LORA.with_(max_loras=4, max_cpu_loras=2))
+    assert refusal("0.13.0", LORA.with_(max_loras=4, max_cpu_loras=2)).endswith("(4)")
+    assert refusal("0.14.0", LORA.with_(max_loras=4, max_cpu_loras=2)).endswith(
+        "max_cpu_loras (2) must be >= max_loras (4).")
+    assert "lora_extra_vocab_size (0) must be one of (256, 512)." in refusal(
+        "0.8.5", LORA.with_(lora_extra_vocab_size=0))
+    assert "LoRA is not supported with chunked prefill yet." in refusal(
+        "0.6.0", LORA.with_(enable_chunked_prefill=True))
+    plan(llama31_8b(), LORA.with_(enable_chunked_prefill=True), H100, vllm_version="0.6.5")
+    assert "CPU offload is not supported with LoRA yet." in refusal(
+        "0.7.3", LORA.with_(cpu_offload_gb=4))
+    assert "V0 LoRA does not support CPU offload, please use V1." in refusal(
+        "0.9.2", LORA.with_(cpu_offload_gb=4), engine="v0")
+    plan(llama31_8b(), LORA.with_(cpu_offload_gb=4), H100, vllm_version="0.9.2", engine="v1")
+
+
+def test_batched_token_cap_of_the_lora_kernel_before_0_5_5():
+    """0.4.0-0.5.4: v0 without chunked prefill batches max(max_model_len, 2048) tokens;
+    LoRA's kernel takes at most 65,528."""
+    long = Settings(enable_lora=True)            # Llama-3.1-8B: 131,072 tokens
+    assert "max_num_batched_tokens must be <= 65528 when LoRA is enabled." in refusal(
+        "0.5.4", long)
+    plan(llama31_8b(), long.with_(max_model_len=32768), H100, vllm_version="0.5.4")
+    plan(llama31_8b(), long, H100, vllm_version="0.5.5")
+
+
+def test_fully_sharded_loras_split_every_linear_slot_over_tp():
+    """Llama-3.1-8B, TP 2, 4 slots of rank 64 (bf16): (3h + q + kv + q + h) / 2 + (2h + 3i
+    + h) / 2 per layer and unit rank, 32 layers; the embedding / LM-head slots stay whole."""
+    from vramguard.core.weights import LoraRules, lora_bytes
+    h, q, kv, i = 4096, 4096, 2048, 14336
+    s = Settings(enable_lora=True, max_loras=4, max_lora_rank=64, tensor_parallel_size=2)
+    full = s.with_(fully_sharded_loras=True)
+    per_layer = (3 * h + q + kv + q + h) / 2 + (2 * h + 2 * i + i + h) / 2
+    assert lora_bytes(llama31_8b(), full, 2) == int(4 * 64 * per_layer * 32 * 2)
+    assert lora_bytes(llama31_8b(), full, 2) < lora_bytes(llama31_8b(), s, 2)
+    rules = LoraRules(extra_vocab=256, embedding_archs=frozenset({"LlamaForCausalLM"}))
+    bigger = lora_bytes(llama31_8b(), s.with_(lora_extra_vocab_size=512), 2, rules)
+    assert bigger > lora_bytes(llama31_8b(), s, 2, rules)
