@@ -73,3 +73,20 @@ def test_fully_sharded_loras_split_every_linear_slot_over_tp():
     rules = LoraRules(extra_vocab=256, embedding_archs=frozenset({"LlamaForCausalLM"}))
     bigger = lora_bytes(llama31_8b(), s.with_(lora_extra_vocab_size=512), 2, rules)
     assert bigger > lora_bytes(llama31_8b(), s, 2, rules)
+
+
+def test_v0_0_7_keeps_the_lora_slots_outside_the_budget():
+    """v0 0.7.0-0.7.3 create the slots after measuring the weights and before the profile's
+    baseline: the KV pool is the one without LoRA, and the plan says the slots sit outside
+    gpu_memory_utilization; 0.6.6 and 0.8.0 count them."""
+    s = Settings(max_model_len=8192, enable_lora=True, max_loras=4, max_lora_rank=64)
+    bare = Settings(max_model_len=8192)
+
+    def kv(version, settings):
+        p = plan(llama31_8b(), settings, H100, vllm_version=version, engine="v0")
+        return p.tightest.kv_cache.value_bytes, p
+    k_lora, p = kv("0.7.3", s)
+    assert k_lora == kv("0.7.3", bare)[0]
+    assert any("outside gpu_memory_utilization" in a and "LoRA" in a for a in p.assumptions)
+    for version in ("0.6.6", "0.8.0"):
+        assert kv(version, s)[0] < kv(version, bare)[0]

@@ -308,6 +308,11 @@ class PlanReport:
         elif self.s.enable_lora and self.rules.lora_graph_specialize and st.graph.value_bytes:
             out.append("With LoRA every graph size is captured twice (cudagraph_specialize_lora, "
                        "0.11.1+), counted in the graph term.")
+        if self.s.enable_lora and self.rules.lora_outside_budget:
+            from .weights import lora_bytes, runtime_dtype_bytes
+            lora_b = lora_bytes(self.spec, self.s, runtime_dtype_bytes(self.s))
+            out.append(f"LoRA slots take ~{g(lora_b)} per rank that this release (v0) does "
+                       "not deduct: they use memory outside gpu_memory_utilization.")
         if self.rules.whole_gpu:
             out.append("This version charges everything already on the GPU (other processes, "
                        "CUDA context) to the KV budget.")

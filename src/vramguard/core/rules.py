@@ -162,6 +162,9 @@ class VllmRules:
     # custom LoRA kernel (0.4.0-0.5.4), no chunked prefill (0.5.1-0.6.4), no CPU offload
     # ("any" engine 0.7.0-0.8.2, "v0" 0.8.3+), the cpu-loras message's closing "." (0.14+)
     lora_ranks: tuple[int, ...] = (8, 16, 32, 64)
+    # v0 0.7.0-0.7.3: the LoRA slots are created after the weights measurement and before the
+    # profile's baseline (worker/model_runner.py load_model): outside the budget
+    lora_outside_budget: bool = False
     lora_rank_argparse: bool = False
     lora_extra_vocab_choices: tuple[int, ...] = (0, 256, 512)
     lora_max_batched_tokens: int | None = 65528

@@ -153,6 +153,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "v1 scheduler defaults (§9); the profile run's logits for every batched token, no "
      "sampler (v1/worker/gpu_model_runner.py profile_run)"),
     ("0.7.0", "v0", {"log_capacity": "v0_cuda_blocks"}, "'# CUDA blocks' (§1b)"),
+    ("0.7.0", "v0", {"lora_outside_budget": True},
+     "LoRA slots created after 'Loading model weights took' and outside the profiled peak "
+     "(worker/model_runner.py load_model, utils.py memory_profiling)"),
     ("0.7.0", "v0", {"draft_model": "v0_outside"},
      "non-KV memory = the target runner's weights + peak + non-torch: the draft worker's "
      "weights, loaded before profiling, are not deducted (worker/worker.py, spec_decode)"),
@@ -179,6 +182,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
      "Mamba state: max_num_seqs slots with --enforce-eager"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
+    ("0.8.0", "v0", {"lora_outside_budget": False},
+     "LoRA slots loaded inside the weights measurement"),
     ("0.8.0", "both", {"lora_ranks": (8, 16, 32, 64, 128, 256, 320, 512),
                        "lora_extra_vocab_choices": (256, 512)},
      "LoRA ranks up to 512; extra vocabulary 256 or 512 (config.py)"),

@@ -164,7 +164,8 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     fixed capture sizes, async scheduling, Model Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
     lora = LoraRules(rules.lora_moe, rules.lora_extra_vocab, rules.lora_tied_double,
-                     rules.lora_embedding_archs) if s.enable_lora else None
+                     rules.lora_embedding_archs, rules.lora_outside_budget) \
+        if s.enable_lora else None
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, lora,
                                      rules.pp_layout)
     dtype_b = runtime_dtype_bytes(s)

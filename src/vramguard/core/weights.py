@@ -242,6 +242,9 @@ class LoraRules(NamedTuple):
     extra_vocab: int = 0
     tied_double: bool = False
     embedding_archs: frozenset = frozenset()
+    # v0 0.7.0-0.7.3 create the slots after the weights are measured and outside the
+    # profiled peak: not in the budget (`rules.lora_outside_budget`)
+    outside_budget: bool = False
 
 
 def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int,
@@ -379,7 +382,8 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
         index = layer_index(spec)
     scale, from_ckpt = checkpoint_scale(spec, index) if scale is None else scale
     rope = rope_cache_bytes(spec, dtype_b)
-    lora = lora_bytes(spec, settings, dtype_b, lora)
+    lora_rules = lora
+    lora = lora_bytes(spec, settings, dtype_b, lora_rules)
     offload_total = int(settings.cpu_offload_gb * _GIB)
     out = []
     for stage in range(pp):
@@ -388,7 +392,8 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
                                 pp_layout)
         scaled = b * scale
         off = min(offload_total, int(scaled))
-        out.append(RankWeights(bytes=int(scaled) - off + rope + lora, derived_bytes=int(b),
+        counted = 0 if lora_rules.outside_budget else lora
+        out.append(RankWeights(bytes=int(scaled) - off + rope + counted, derived_bytes=int(b),
                                params=params, scale=scale, rope_cache_bytes=rope,
                                offloaded_bytes=off, lora_bytes=lora, from_checkpoint=from_ckpt))
     return tuple(out)
