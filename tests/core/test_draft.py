@@ -100,7 +100,7 @@ def test_v1_up_to_092_falls_back_to_v0_for_a_draft_model():
     (engine/arg_utils.py `_raise_or_fallback` with VLLM_USE_V1=1)."""
     p = plan(WITH_DRAFT, SPEC, RTX4090, vllm_version="0.9.2")
     assert p.engine == "v0"
-    assert any("speculative decoding with a draft model" in a for a in p.assumptions)
+    assert any("speculative decoding (draft_model)" in a for a in p.assumptions)
     eagle = plan(replace(TARGET, draft=replace(DRAFT, method="eagle")),
                  replace(SPEC, speculative_method="eagle"), RTX4090, vllm_version="0.9.2")
     assert eagle.engine == "v1"
@@ -178,3 +178,15 @@ def test_speculative_methods_model_runner_v2_runs_by_release():
     assert act("0.32.0", ngram) == act("0.32.0", plain)
     suffix = plain.with_(num_speculative_tokens=3, speculative_method="suffix")
     assert act("0.33.0", suffix) > act("0.33.0", plain)
+
+
+@pytest.mark.parametrize("version, method, engine", [
+    ("0.8.2", "ngram", "v0"), ("0.8.3", "ngram", "v1"), ("0.8.3", "eagle3", "v0"),
+    ("0.8.5", "eagle3", "v1"), ("0.8.5", "deepseek_mtp", "v0"), ("0.9.0", "deepseek_mtp", "v1"),
+    ("0.9.2", "mtp", "v0"), ("0.10.0", "mtp", "v1")])
+def test_speculative_methods_v1_ran_before_0_10(version, method, engine):
+    """engine/arg_utils.py `_is_v1_supported_oracle`: any speculation fell back to V0 in
+    0.8.0-0.8.2; V1 took n-gram and EAGLE from 0.8.3, EAGLE-3 from 0.8.5, Medusa and
+    DeepSeek MTP from 0.9.0; others fell back until V0's removal."""
+    s = Settings(max_model_len=8192, num_speculative_tokens=2, speculative_method=method)
+    assert plan(TARGET, s, lookup_gpu("H100-80GB"), vllm_version=version).engine == engine

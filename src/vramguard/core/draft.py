@@ -18,9 +18,6 @@ from .settings import Settings
 __all__ = ["draft_method", "uses_draft", "falls_back_to_v0", "check_draft", "check_speculative",
            "draft_note"]
 
-# NOTE: the speculative methods v1 ran in 0.9.2; with any other drafter the default v1
-# engine fell back to v0 (engine/arg_utils.py _is_v1_supported_oracle).
-V1_METHODS_09 = frozenset({"ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp"})
 
 
 def draft_method(s: Settings, draft: DraftModel) -> str:
@@ -34,21 +31,22 @@ def uses_draft(spec: ModelSpec, s: Settings) -> bool:
 
 
 def falls_back_to_v0(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
-    """v1 up to 0.9.2 falls back to v0 for a drafter it does not run (a draft LM, or any
-    drafter given without a method)."""
-    return (rules.draft_model == "v1_fallback" and uses_draft(spec, s)
-            and (s.speculative_method or "") not in V1_METHODS_09)
+    """v1 up to 0.9.2 falls back to v0 for a speculative method it does not run
+    (`rules.v1_spec_methods`, engine/arg_utils.py `_is_v1_supported_oracle`: none in
+    0.8.0-0.8.2, n-gram and EAGLE from 0.8.3, EAGLE-3 from 0.8.5, Medusa and DeepSeek MTP
+    from 0.9.0); a config without a method counts as n-gram when its model is "[ngram]"."""
+    methods = rules.v1_spec_methods
+    if methods is None or not speculates(s):
+        return False
+    method = s.speculative_method or (
+        "ngram" if (s.speculative_model or "") in ("ngram", "[ngram]") else "")
+    return method not in methods
 
 
 def check_draft(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     """vLLM's refusal of a draft LM where the release has none (0.10-0.14) or needs the
     method named (0.15-0.16), in vLLM's words; and of v1 asked for explicitly where a drafter
     would make it fall back (up to 0.9.2). Raises UsageError."""
-    if falls_back_to_v0(spec, s, rules):
-        # NOTE: the default engine fell back already (`family._pick_rules`): v1 was asked for
-        raise UsageError("VLLM_USE_V1=1 is not supported with Speculative Decoding.",
-                         where="--engine", fix="Leave the engine to vLLM (it falls back to "
-                         "v0), or use an n-gram / EAGLE / Medusa / MTP method")
     if not uses_draft(spec, s) or draft_method(s, spec.draft) != "draft_model":
         return
     text = msg.draft_model_message(rules, explicit=s.speculative_method is not None)
@@ -69,6 +67,11 @@ def check_speculative(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     with Mamba / linear-attention layers (0.9.2-0.16). Raises UsageError."""
     if not speculates(s):
         return
+    if rules.engine == "v1" and falls_back_to_v0(spec, s, rules):
+        # NOTE: the default engine fell back already (`family._pick_rules`): v1 was asked for
+        raise UsageError("VLLM_USE_V1=1 is not supported with Speculative Decoding.",
+                         where="--engine", fix="Leave the engine to vLLM (it falls back to "
+                         "v0), or use a method this release runs on V1")
     if rules.engine == "v0" and rules.v0_spec_refused:
         raise UsageError("Speculative decoding is not supported on vLLM V0.",
                          where="--speculative-config",

@@ -47,8 +47,9 @@ def _pick_rules(version: str, engine: str | None, gpu: GpuSpec,
         return _memo.resolve_rules(version, "v0"), "LoRA"
     if rules.v1_falls_back_for_pooling and is_pooling(spec, settings):
         return _memo.resolve_rules(version, "v0"), "an embedding (pooling) model"
-    if spec.draft is not None and falls_back_to_v0(spec, settings, rules):
-        return _memo.resolve_rules(version, "v0"), "speculative decoding with a draft model"
+    if falls_back_to_v0(spec, settings, rules):
+        method = settings.speculative_method or "a draft model"
+        return _memo.resolve_rules(version, "v0"), f"speculative decoding ({method})"
     return rules, None
 
 

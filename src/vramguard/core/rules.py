@@ -42,6 +42,9 @@ class VllmRules:
     # 0.8.0-0.8.2: --enable-lora falls back to V0 unless VLLM_USE_V1=1 ("LORA is experimental
     # on VLLM_USE_V1=1. Falling back to V0 Engine.", engine/arg_utils.py)
     v1_falls_back_for_lora: bool = False
+    # the speculative methods V1 runs (None: no fallback); others fall back to V0
+    # (`draft.falls_back_to_v0`, 0.7.0-0.9.2)
+    v1_spec_methods: frozenset | None = None
     # speculative decoding refused at startup ("... is not supported yet", model runner /
     # MambaBase.get_kv_cache_spec): on V1 with Mamba layers, "mamba2" (0.9.2: MambaMixer2
     # layers), "any" (0.10.0-0.10.1), "not_qwen3_next" (0.10.2-0.16), None; on V0 (0.10+:

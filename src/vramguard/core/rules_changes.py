@@ -159,6 +159,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.0", "v0", {"draft_model": "v0_outside"},
      "non-KV memory = the target runner's weights + peak + non-torch: the draft worker's "
      "weights, loaded before profiling, are not deducted (worker/worker.py, spec_decode)"),
+    ("0.7.0", "v1", {"v1_spec_methods": frozenset({"ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp"})},
+     "speculative methods V1 runs (0.9.2's list; V1 is opt-in)"),
     ("0.7.0", "v1", {"draft_model": "v1_fallback"},
      "speculative decoding other than ngram/EAGLE/Medusa/MTP falls back to v0 "
      "(engine/arg_utils.py _is_v1_supported_oracle, 0.9.2)"),
@@ -182,6 +184,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.7.3", "v0", {"v0_mamba_slots": "capture"},
      "Mamba state: max_num_seqs slots with --enforce-eager"),
     ("0.7.3", "v0", {"log_capacity": "v0_cuda_lower"}, "'# cuda blocks' (§1b)"),
+    ("0.8.0", "v1", {"v1_spec_methods": frozenset()},
+     "any speculative decoding falls back to V0 ('ngram is experimental on VLLM_USE_V1=1. "
+     "Falling back to V0 Engine.', engine/arg_utils.py)"),
     ("0.8.0", "v0", {"lora_outside_budget": False},
      "LoRA slots loaded inside the weights measurement"),
     ("0.8.0", "both", {"lora_ranks": (8, 16, 32, 64, 128, 256, 320, 512),
@@ -225,6 +230,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
 
     ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
      "dummy rejection sampler in the profile run (PR 14930)"),
+    ("0.8.3", "v1", {"v1_spec_methods": frozenset({"ngram", "[ngram]", "eagle"})},
+     "V1 runs n-gram and EAGLE (_is_v1_supported_oracle)"),
     ("0.8.3", "both", {"lora_no_cpu_offload": "v0"},
      "'V0 LoRA does not support CPU offload, please use V1.' (config.py)"),
     ("0.8.3", "both", {"log_weights": "model_gib"}, "GiB in the weights line (§1b)"),
@@ -239,9 +246,13 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "V1's default per-prompt limit of each modality (config.py get_limit_per_prompt)"),
     ("0.8.4", "v1", {"sched_defaults": "v1_081"},
      "§9: 256 sequences on GPUs other than H100/H200 (engine/arg_utils.py; 0.8.1-0.8.3: 1024)"),
+    ("0.8.5", "v1", {"v1_spec_methods": frozenset({"ngram", "[ngram]", "eagle", "eagle3"})},
+     "... and EAGLE-3"),
     ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
      "--block-size choices from BlockSize = Literal[...] (config.py)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
+    ("0.9.0", "v1", {"v1_spec_methods": frozenset({"ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp"})},
+     "... and Medusa, DeepSeek MTP"),
     ("0.9.0", "v1", {"cuda_graph_sizes_flag": "max"},
      "--cuda-graph-sizes: one value N captures 1, 2, 4 and multiples of 8 up to N, several "
      "are the list (config.py SchedulerConfig, VllmConfig._set_cudagraph_sizes)"),
@@ -275,6 +286,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.9.2", "v1", {"v1_forced_chunked": "non_pooling", "v1_falls_back_for_pooling": False},
      "pooling models run on V1, chunked prefill off by default (_set_default_args_v1)"),
+    ("0.10.0", "v1", {"v1_spec_methods": None}, "no V0 to fall back to for speculation"),
     ("0.10.0", "v1", {"mamba_spec_refused": "any", "mamba_pc_refused": "any"},
      "... any Mamba / linear-attention layer; 'Prefix caching is not supported for Mamba yet.'"),
     ("0.10.0", "v0", {"v0_spec_refused": True},
