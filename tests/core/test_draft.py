@@ -190,3 +190,21 @@ def test_speculative_methods_v1_ran_before_0_10(version, method, engine):
     DeepSeek MTP from 0.9.0; others fell back until V0's removal."""
     s = Settings(max_model_len=8192, num_speculative_tokens=2, speculative_method=method)
     assert plan(TARGET, s, lookup_gpu("H100-80GB"), vllm_version=version).engine == engine
+
+
+def test_eagle3_targets_by_release():
+    """config/speculative.py: EAGLE-3 only for target model types containing a listed name
+    (Llama only 0.8.5-0.10.0; + Qwen 0.10.1; ...; none from 0.22), in each release's words."""
+    h100 = lookup_gpu("H100-80GB")
+    eagle3 = Settings(max_model_len=8192, num_speculative_tokens=2, speculative_method="eagle3")
+    qwen = replace(TARGET, model_type="qwen3")
+    glm = replace(TARGET, model_type="glm4_moe")
+    with pytest.raises(UsageError) as exc:
+        plan(qwen, eagle3, h100, vllm_version="0.10.0")
+    assert exc.value.what == ("Eagle3 is only supported for Llama models. Got "
+                              "self.target_model_config.hf_text_config.model_type='qwen3'")
+    plan(qwen, eagle3, h100, vllm_version="0.10.1")
+    with pytest.raises(UsageError) as exc:
+        plan(glm, eagle3, h100, vllm_version="0.19.0")
+    assert exc.value.what.startswith("eagle3 is only supported for ['llama', 'qwen', ")
+    plan(glm, eagle3, h100, vllm_version="0.22.0")

@@ -77,10 +77,26 @@ def check_speculative(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          where="--speculative-config",
                          fix="Run on the V1 engine (compute capability 8.0+ and a model V1 "
                              "serves), or drop --speculative-config")
+    _check_eagle3_target(spec, s, rules)
     if rules.engine == "v1" and mamba_refuses(rules.mamba_spec_refused, spec):
         raise UsageError("Mamba with speculative decoding is not supported yet.",
                          where="--speculative-config",
                          fix="Drop --speculative-config, or use vLLM 0.17 or newer")
+
+
+def _check_eagle3_target(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """SpeculativeConfig's list of EAGLE-3 targets (a substring of the model type)."""
+    targets, method = rules.eagle3_targets, s.speculative_method
+    methods = ("eagle3", "extract_hidden_states") if rules.msg_eagle3 == "method" else ("eagle3",)
+    if targets is None or method not in methods or any(t in spec.model_type for t in targets):
+        return
+    got = f"Got self.target_model_config.hf_text_config.model_type={spec.model_type!r}"
+    head = {"llama": "Eagle3 is only supported for Llama models.",
+            "list": f"Eagle3 is only supported for {list(targets)} models.",
+            "method": f"{method} is only supported for {list(targets)} models."}[rules.msg_eagle3]
+    raise UsageError(f"{head} {got}", where="--speculative-config",
+                     fix="Use an EAGLE / MTP / n-gram method, or a release that takes EAGLE-3 "
+                         "for this model")
 
 
 def mamba_refuses(rule: str | None, spec: ModelSpec) -> bool:

@@ -45,6 +45,11 @@ class VllmRules:
     # the speculative methods V1 runs (None: no fallback); others fall back to V0
     # (`draft.falls_back_to_v0`, 0.7.0-0.9.2)
     v1_spec_methods: frozenset | None = None
+    # EAGLE-3's target models (config/speculative.py: a substring of the target's model_type;
+    # None: any, 0.22+) and the refusal's wording: "llama" (0.8.5-0.10.0), "list" (0.10.1-
+    # 0.16), "method" (0.17-0.21, which also covers extract_hidden_states)
+    eagle3_targets: tuple[str, ...] | None = None
+    msg_eagle3: str = "list"
     # speculative decoding refused at startup ("... is not supported yet", model runner /
     # MambaBase.get_kv_cache_spec): on V1 with Mamba layers, "mamba2" (0.9.2: MambaMixer2
     # layers), "any" (0.10.0-0.10.1), "not_qwen3_next" (0.10.2-0.16), None; on V0 (0.10+:
