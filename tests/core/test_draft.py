@@ -208,3 +208,29 @@ def test_eagle3_targets_by_release():
         plan(glm, eagle3, h100, vllm_version="0.19.0")
     assert exc.value.what.startswith("eagle3 is only supported for ['llama', 'qwen', ")
     plan(glm, eagle3, h100, vllm_version="0.22.0")
+
+
+def test_async_scheduling_default_with_speculation_pp_and_mamba_modes():
+    """config/vllm.py: the default (on from 0.14) is turned off for speculative methods other
+    than EAGLE / MTP kinds (ngram_gpu kept from 0.18, draft_model from 0.32), for PP > 1 in
+    0.14-0.15 (the V1 model runner only from 0.32), and from 0.33 on the V1 runner only."""
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.stage_terms import async_scheduling
+
+    def on(version, v2=False, **kw):
+        s = Settings(**kw)
+        return async_scheduling(TARGET, s, resolve_rules(version), v2)
+    spec = {"num_speculative_tokens": 3}
+    assert on("0.20.0") and on("0.20.0", speculative_method="eagle3", **spec)
+    assert not on("0.20.0", speculative_method="ngram", **spec)
+    assert on("0.20.0", speculative_method="ngram_gpu", **spec)
+    assert not on("0.17.0", speculative_method="ngram_gpu", **spec)
+    assert not on("0.31.0", speculative_method="draft_model", **spec)
+    assert on("0.32.0", speculative_method="draft_model", **spec)
+    assert not on("0.15.0", pipeline_parallel_size=2) and on("0.20.0", pipeline_parallel_size=2)
+    assert not on("0.32.0", pipeline_parallel_size=2) and on("0.32.0", True, pipeline_parallel_size=2)
+    assert not on("0.32.0", True, speculative_method="ngram", **spec)
+    assert on("0.33.0", True, speculative_method="ngram", **spec)
+    assert not on("0.33.0", False, speculative_method="ngram", **spec)
+    assert not on("0.20.0", speculative_method="ngram", async_scheduling=False, **spec) and \
+        on("0.20.0", speculative_method="ngram", async_scheduling=True, **spec)

@@ -225,6 +225,14 @@ class VllmRules:
     # 0.14+: async scheduling on unless the user or the model rules it out (pooling models);
     # with it two batches are in flight at PP = 1 (config/vllm.py max_concurrent_batches)
     async_scheduling_default: bool = False
+    # ... what else turns the default off (`stage_terms.async_scheduling`): speculative methods
+    # beyond EAGLE / MTP kinds that keep it (ngram_gpu 0.18+, dspark 0.26+, draft_model and
+    # dflash 0.32+), PP > 1 (0.14-0.15, and 0.32+ on the V1 runner only), a
+    # Mamba cache mode (0.16), and from 0.33 only on the V1 model runner
+    async_spec_ok: frozenset = frozenset()
+    async_off_pp: str | None = None          # "any" (0.14-0.15) | "v1_runner" (0.32+)
+    async_off_mamba_pc: bool = False
+    async_v1_runner_only: bool = False
     # 0.28+: prefix caching on by default for hybrid models, which sets mamba_cache_mode
     # "align": a request holds 2 + k blocks per Mamba group instead of 1 + k
     # (engine/arg_utils.py, models/config.py, MambaSpec.max_memory_usage_bytes)

@@ -460,6 +460,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
+    ("0.14.0", "v1", {"async_off_pp": "any"},
+     "async scheduling off by default with PP > 1 or non-EAGLE/MTP speculation (config/vllm.py)"),
     ("0.14.0", "both", {"msg_cpu_loras_dot": True}, "max_cpu_loras message ends in '.'"),
     ("0.14.0", "v1", {"chunked_disables_hybrid": False},
      "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (envs.py)"),
@@ -499,6 +501,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.16.0", "v1", {"async_off_pp": None, "async_off_mamba_pc": True},
+     "... not for PP; off with a Mamba cache mode (prefix caching on a Mamba model)"),
     ("0.16.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
                                             "hunyuan_v1_dense", "afmoe")},
      "... + hunyuan_vl, hunyuan_v1_dense, afmoe"),
@@ -510,6 +514,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),
     ("0.16.0", "v1", {"profile_assert_ge": True},
      "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
+    ("0.17.0", "v1", {"async_off_mamba_pc": False}, "... not for a Mamba cache mode"),
     ("0.17.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
                                             "hunyuan_v1_dense", "afmoe", "nemotron_h"),
                         "msg_eagle3": "method"},
@@ -537,6 +542,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "captures sizes 1-32 one by one (config/vllm.py _set_cudagraph_sizes)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
+    ("0.18.0", "v1", {"async_spec_ok": frozenset({"ngram_gpu"})}, "... ngram_gpu keeps it"),
     ("0.18.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
                                             "hunyuan_v1_dense", "afmoe", "nemotron_h",
                                             "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")},
@@ -629,6 +635,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.25.0", "v1", {"model_runner_v2": "dense", "v2_archs": frozenset({
         "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
      "Model Runner V2 default for dense models and three MoE architectures (PR 44443)"),
+    ("0.26.0", "v1", {"async_spec_ok": frozenset({"ngram_gpu", "dspark"})}, "... and dspark"),
     ("0.26.0", "v1", {"v2_archs": frozenset({
         "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
         "InklingForCausalLM", "InklingForConditionalGeneration",
@@ -676,6 +683,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.31.0", "v1", {"v1_runner_spec_methods": frozenset({
         "ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator", "custom_class"})},
      "draft models run on Model Runner V2 (config/vllm.py)"),
+    ("0.32.0", "v1", {"async_spec_ok": frozenset({"ngram_gpu", "dspark", "draft_model",
+                                                   "dflash"}), "async_off_pp": "v1_runner"},
+     "... draft models too; PP > 1 turns it off on the V1 model runner"),
     ("0.32.0", "v1", {"v1_runner_spec_methods": frozenset({
         "suffix", "medusa", "mlp_speculator", "custom_class"})}, "... n-gram too"),
     ("0.32.0", "v1", {"mamba_ckpt_kinds": frozenset({"mamba2"})},
@@ -691,6 +701,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'Chunked prefill is required for Mamba prefix caching.' (models/config.py)"),
     ("0.33.0", "v1", {"mamba_ckpt_kinds": frozenset({"mamba2", "gdn"})},
      "... and per Gated DeltaNet group with FlashInfer's GDN prefill (qwen_gdn_linear_attn.py)"),
+    ("0.33.0", "v1", {"async_v1_runner_only": True},
+     "speculation and PP turn async scheduling off on the V1 model runner only"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033"}, "§1a, §4, §9"),
 )

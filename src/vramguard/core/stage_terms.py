@@ -199,7 +199,7 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         out.append((r, rng, w_est, n_est, v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = 1 if s.enable_expert_parallel else tp
     ctx = (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
-           async_scheduling(spec, s, rules), v2)
+           async_scheduling(spec, s, rules, v2), v2)
     return tuple(out), dtype_b, mamba_mode, mla_align, ctx
 
 
@@ -488,14 +488,38 @@ def check_mamba_prefix_caching(spec: ModelSpec, s: Settings, rules: VllmRules) -
                          fix="Pass --no-enable-prefix-caching, or use vLLM 0.17 or newer")
 
 
-def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
+# speculative methods of vLLM's EagleModelTypes (EAGLE, EAGLE-3, MTP kinds, DFlash)
+_EAGLE_KINDS = frozenset({"eagle", "eagle3", "extract_hidden_states", "mtp", "dflash"})
+
+
+def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules,
+                     v2: bool | None = None) -> bool:
     """Whether the engine schedules asynchronously: the flag, else the version's default
-    (0.14+; off for pooling models, config/vllm.py)."""
+    (0.14+; config/vllm.py): off for pooling models, for speculative methods other than
+    EAGLE / MTP kinds and the release's `async_spec_ok`, with PP (0.14-0.15; the V1 runner
+    from 0.32) and with a Mamba cache mode (0.16). From 0.33 only the V1 model runner turns
+    it off for speculation or PP (`v2`: whether Model Runner V2 runs, when known)."""
     if rules.engine != "v1":
         return False
     if s.async_scheduling is not None:
         return s.async_scheduling
-    return rules.async_scheduling_default and not is_pooling(spec, s)
+    if not rules.async_scheduling_default or is_pooling(spec, s):
+        return False
+    spec_off = bool(s.num_speculative_tokens) and not _async_spec_ok(s, rules)
+    pp_off = s.pipeline_parallel_size > 1 and rules.async_off_pp is not None
+    if spec_off or pp_off:
+        # NOTE: 0.33 turns it off for the V1 model runner only; 0.32 for PP on it only
+        v1_only = rules.async_v1_runner_only or (pp_off and not spec_off
+                                                  and rules.async_off_pp == "v1_runner")
+        if not v1_only:
+            return False
+        return model_runner_v2(spec, s, rules) if v2 is None else v2
+    return not (rules.async_off_mamba_pc and mamba_cache_mode(spec, s, rules) != "none")
+
+
+def _async_spec_ok(s: Settings, rules: VllmRules) -> bool:
+    method = s.speculative_method or "mtp"
+    return method in _EAGLE_KINDS or method.endswith("_mtp") or method in rules.async_spec_ok
 
 
 def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
