@@ -160,3 +160,12 @@ def test_qwen2_moe_shared_expert_and_gate():
     assert abs(s.num_active_params() - 2.7e9) / 2.7e9 < 0.01       # "A2.7B"
     p = s.layers[0].params
     assert p.shared_experts == 3 * 2048 * 5632 and p.router == 2048 * 60 + 2048
+
+
+def test_qwen3_next_carries_one_mtp_layer_by_default():
+    """vLLM qwen3_next_mtp.py: getattr(config, "num_nextn_predict_layers", 1); the config
+    names none. With it the total is the checkpoint's 81.3B (the hub's safetensors count)."""
+    from vramguard.sources.resolve import load_model_spec
+    s = load_model_spec("Qwen/Qwen3-Next-80B-A3B-Instruct", offline=True)
+    assert s.mtp_layers == 1
+    assert abs(s.num_params() + s.mtp_params - 81.3e9) / 81.3e9 < 0.002

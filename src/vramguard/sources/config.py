@@ -448,6 +448,10 @@ def _mtp(t: Fields, body: Body, a: Arch, notes: list) -> tuple[int, int]:
     """(parameters, number) of the MTP layers the checkpoint carries (kept out of `layers`)."""
     hit = t.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules"),
                       lo=0, hi=LIMITS["layers"])
+    if hit is None and a.model_type == "qwen3_next":
+        # NOTE: vLLM's qwen3_next_mtp.py builds getattr(config, "num_nextn_predict_layers", 1)
+        # MTP layers: Qwen3-Next's config names none, its checkpoint carries one
+        hit = ("qwen3_next_mtp default", 1)
     if not hit or not hit[1] or not body.layers:
         return 0, 0
     n, h = hit[1], a.hidden
