@@ -375,18 +375,33 @@ def test_every_mtp_layer_joins_the_kv_groups():
 
 
 def test_mtp_drafter_weights_on_the_last_stage():
+    """An MTP layer is a copy of the model's largest decoder layer (sharded and quantized as
+    the model is) + eh_proj (2H x H, replicated) + 3 norms; its embedding copy is freed for
+    the target's at PP 1, its LM-head copy from 0.16 (`head_shared`). Llama-3.1-8B-sized MTP
+    layer at TP 2, bf16: (218,112,000 - 8,192) / 2 x 2 B + 8,192 x 2 B = 218,120,192 B, plus
+    (2 x 4,096² + 3 x 4,096) x 2 B = 67,133,440 B."""
     from dataclasses import replace
     from vramguard.core.weights import mtp_draft_bytes
-    spec = replace(llama31_8b(), mtp_params=200_000_000)
-    assert mtp_draft_bytes(spec, Settings(num_speculative_tokens=3, tensor_parallel_size=2), 2,
-                           "v1") == 200_000_000
+    vocab_h = 128256 * 4096
+    spec = replace(llama31_8b(), mtp_params=218_112_000 + 2 * 4096 ** 2 + 3 * 4096 + 2 * vocab_h,
+                   mtp_layers=1, mtp_embed_params=vocab_h, mtp_head_params=vocab_h)
+    tp2 = Settings(num_speculative_tokens=3, tensor_parallel_size=2)
+    layer = 218_120_192 + 67_133_440
+    assert mtp_draft_bytes(spec, tp2, 2, "v1") == layer
+    assert mtp_draft_bytes(spec, tp2, 2, "v1", head_shared=False) == layer + vocab_h
+    assert mtp_draft_bytes(spec, tp2.with_(pipeline_parallel_size=2), 2, "v1") == layer + vocab_h
     assert mtp_draft_bytes(spec, Settings(), 2, "v1") == 0
     assert mtp_draft_bytes(spec, Settings(num_speculative_tokens=3), 2, "v0") == 0
-    base = plan(spec, Settings(max_model_len=8192), GpuSpec(name="H100", total_bytes=80 * GIB),
-                vllm_version="0.30.0")
-    mtp = plan(spec, Settings(max_model_len=8192, num_speculative_tokens=3),
-               GpuSpec(name="H100", total_bytes=80 * GIB), vllm_version="0.30.0")
-    assert mtp.tightest.weights.value_bytes - base.tightest.weights.value_bytes == 400_000_000
+    fp8 = replace(spec, quant=QuantSpec(method="fp8", linear_bytes_per_param=1.0))
+    assert mtp_draft_bytes(fp8, tp2, 2, "v1") < layer
+    ignored = replace(fp8, quant=replace(fp8.quant, unquantized_modules=("model.layers.32",)))
+    assert mtp_draft_bytes(ignored, tp2, 2, "v1") == layer
+    h100 = GpuSpec(name="H100", total_bytes=80 * GIB)
+    base = plan(spec, Settings(max_model_len=8192), h100, vllm_version="0.30.0")
+    mtp = plan(spec, Settings(max_model_len=8192, num_speculative_tokens=3), h100,
+               vllm_version="0.30.0")
+    assert mtp.tightest.weights.value_bytes - base.tightest.weights.value_bytes == \
+        218_112_000 * 2 + 67_133_440
 
 
 # ---- layout rules read from vLLM's releases (this round) --------------------------------

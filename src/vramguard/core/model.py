@@ -335,6 +335,9 @@ class ModelSpec:
     mtp_params: int = 0                  # MTP / next-token-prediction layers in the checkpoint:
                                          # not loaded unless speculative decoding uses them
     mtp_layers: int = 0                  # how many MTP layers (0: unknown or none)
+    # ... of `mtp_params`: the MTP layers' own copies of the embedding and the LM head
+    mtp_embed_params: int = 0
+    mtp_head_params: int = 0
     draft: DraftModel | None = None      # a separate drafter named by the launch (not the
                                          # model's own: attached by sources/draft.py)
     # per batched token, what the model allocates at init, inside vLLM's weights measurement

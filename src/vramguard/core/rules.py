@@ -45,6 +45,8 @@ class VllmRules:
     # the speculative methods V1 runs (None: no fallback); others fall back to V0
     # (`draft.falls_back_to_v0`, 0.7.0-0.9.2)
     v1_spec_methods: frozenset | None = None
+    # 0.16+: the MTP drafter's own LM head (shared_head.head) is freed for the target's
+    mtp_head_shared: bool = False
     # EAGLE-3's target models (config/speculative.py: a substring of the target's model_type;
     # None: any, 0.22+) and the refusal's wording: "llama" (0.8.5-0.10.0), "list" (0.10.1-
     # 0.16), "method" (0.17-0.21, which also covers extract_hidden_states)

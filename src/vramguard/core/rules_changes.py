@@ -501,6 +501,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.16.0", "v1", {"mtp_head_shared": True},
+     "MTP layers' shared_head.head replaced by the target's LM head (v1/spec_decode/eagle.py)"),
     ("0.16.0", "v1", {"async_off_pp": None, "async_off_mamba_pc": True},
      "... not for PP; off with a Mamba cache mode (prefix caching on a Mamba model)"),
     ("0.16.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",

@@ -9,7 +9,7 @@ norm) on the last. Layers are split over PP stages like vLLM's `get_pp_indices`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
 from itertools import chain
 from operator import add
@@ -320,19 +320,43 @@ def lora_vocab_elems(spec: ModelSpec, rank: int, lora: LoraRules) -> int:
     return 2 * emb + logits if lora.tied_double else emb
 
 
-def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: str) -> int:
+def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: str,
+                    head_shared: bool = True) -> int:
     """MTP drafter weights on the last PP stage, per TP rank (0 without speculative decoding).
 
     NOTE: with speculative decoding on a checkpoint that carries MTP layers, vLLM's drafter
     loads them inside the same "Model loading took" measurement (v1 `load_model` then
-    `drafter.load_model`); embedding and LM head are shared with the target. Counted 16-bit:
-    MTP layers are commonly left unquantized (e.g. GLM-5.3-NVFP4's BF16 MTP layer).
-    Same assumption as `kv.draft_attention`: a model's MTP layers are its drafter.
-    """
+    `drafter.load_model`). Each MTP layer is a decoder layer like the model's largest,
+    quantized as the checkpoint is unless its ignore list names the MTP layer (GLM-5.3-NVFP4
+    keeps it BF16), plus eh_proj (2H x H, a replicated nn.Linear) and norms. Its own copies
+    of the embedding are freed for the target's at PP 1 (v1/spec_decode/eagle.py), of the
+    LM head (shared_head.head) from 0.16 (`head_shared`). Same assumption as
+    `kv.draft_attention`: a model's MTP layers are its drafter."""
     if (engine != "v1" or settings.num_speculative_tokens <= 0 or not spec.mtp_params
             or not uses_mtp(settings)):
         return 0
-    return int(spec.mtp_params * dtype_b / max(1, settings.tensor_parallel_size))
+    tp, h = max(1, settings.tensor_parallel_size), spec.hidden_size
+    n = max(1, spec.mtp_layers)
+    quant = None if _mtp_unquantized(spec) else effective_quant(spec, settings)
+    largest = max(spec.layers, key=lambda l: l.params.total())
+    one = replace(spec, layers=(largest,), num_layers=1, embed_params=0, lm_head_params=0,
+                  final_norm_params=0, extra_params=0, extra_tp_params=0, vision=None,
+                  tie_word_embeddings=False)
+    layer_b, _ = _rank_bytes(one, replace(settings, pipeline_parallel_size=1), (0, 1), dtype_b,
+                             quant, _expert_padding(spec, quant, tp, None))
+    copies = (0 if head_shared else spec.mtp_head_params) + (
+        spec.mtp_embed_params if settings.pipeline_parallel_size > 1 else 0)
+    return int(n * (layer_b + (2 * h * h + 3 * h) * dtype_b) + copies * dtype_b / tp)
+
+
+def _mtp_unquantized(spec: ModelSpec) -> bool:
+    """Whether the checkpoint's quantization leaves the MTP layers out (its ignore list names
+    "mtp" or the MTP layer's index, which follows the decoder layers)."""
+    q = spec.quant
+    if q is None:
+        return True
+    index = f"layers.{spec.num_layers}"
+    return any("mtp" in m.lower() or index in m for m in q.unquantized_modules)
 
 
 def draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, rules) -> int:
@@ -349,7 +373,7 @@ def draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, rules) -> int
         if rules.draft_model == "v0_outside":
             return 0
         return spec.draft.weights_bytes // max(1, settings.tensor_parallel_size)
-    return mtp_draft_bytes(spec, settings, dtype_b, rules.engine)
+    return mtp_draft_bytes(spec, settings, dtype_b, rules.engine, rules.mtp_head_shared)
 
 
 def checkpoint_scale(spec: ModelSpec, index=None) -> tuple[float, bool]:

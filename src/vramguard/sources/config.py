@@ -191,7 +191,7 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
     if quant:
         prov["quant"] = origin
     max_len, rope = _max_len(t, prov, origin)
-    mtp, mtp_layers = _mtp(t, body, a, notes)
+    mtp, mtp_layers, mtp_embed, mtp_head = _mtp(t, body, a, notes)
     for key in ("layers", "embed_params", "lm_head_params", "final_norm_params", "extra_params",
                 "extra_tp_params"):
         prov[key] = Source.DERIVED
@@ -210,7 +210,7 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
         extra_params=body.extra, extra_tp_params=body.extra_tp, max_len_keys=max_len, rope_scaling=rope, moe=body.moe,
         vision=vision, quant=quant, is_encoder_only=body.encoder_only, provenance=prov,
         notes=tuple(notes), source_ref=source_ref, mtp_params=mtp,
-        mtp_layers=mtp_layers, token_buffer_bytes=body.token_buffer_bytes,
+        mtp_layers=mtp_layers, mtp_embed_params=mtp_embed, mtp_head_params=mtp_head, token_buffer_bytes=body.token_buffer_bytes,
         token_buffer_elems=_ple_buffer_elems(t, architecture, a))
 
 
@@ -444,8 +444,9 @@ def _dtype(top: Fields, t: Fields, prov: dict, origin: Source, notes: list) -> s
     return "float32"
 
 
-def _mtp(t: Fields, body: Body, a: Arch, notes: list) -> tuple[int, int]:
-    """(parameters, number) of the MTP layers the checkpoint carries (kept out of `layers`)."""
+def _mtp(t: Fields, body: Body, a: Arch, notes: list) -> tuple[int, int, int, int]:
+    """(parameters, number, embedding-copy parameters, head-copy parameters) of the MTP
+    layers the checkpoint carries (kept out of `layers`)."""
     hit = t.first_int(("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules"),
                       lo=0, hi=LIMITS["layers"])
     if hit is None and a.model_type == "qwen3_next":
@@ -453,15 +454,15 @@ def _mtp(t: Fields, body: Body, a: Arch, notes: list) -> tuple[int, int]:
         # MTP layers: Qwen3-Next's config names none, its checkpoint carries one
         hit = ("qwen3_next_mtp default", 1)
     if not hit or not hit[1] or not body.layers:
-        return 0, 0
+        return 0, 0, 0, 0
     n, h = hit[1], a.hidden
     # NOTE: DeepSeek-style MTP = one decoder layer + eh_proj (2H x H) + 3 norms, and the
     # checkpoint stores its own copy of the embedding and output head (DeepSeek-V3 685B).
     per_layer = max(l.params.total() for l in body.layers) + 2 * h * h + 3 * h
     copies = hit[0] == "num_nextn_predict_layers" or t.bool("mtp_use_dedicated_embeddings")
-    if copies:
-        per_layer += body.embed + (body.lm_head or body.embed)
+    emb, head = (body.embed, body.lm_head or body.embed) if copies else (0, 0)
+    per_layer += emb + head
     notes.append(f"{n} MTP layer(s) ({hit[0]}; about {n * per_layer / 1e9:.2f}B params"
                  f"{' incl. their embedding/head copies' if copies else ''}) are in the checkpoint "
                  "but not loaded unless speculative decoding uses them; not counted in the total")
-    return n * per_layer, n
+    return n * per_layer, n, n * emb, n * head
