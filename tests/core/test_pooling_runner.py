@@ -71,3 +71,16 @@ def test_pooling_model_runs_no_sampler_warmup():
     pool = plan(llama31_8b(), s.with_(runner="pooling"), H100, vllm_version="0.11.0",
                 hooks=hooks)
     assert gen.outcome.failure == "sampler_warmup_oom" and pool.outcome.ok
+
+
+def test_v0_allocates_a_kv_cache_for_an_encoder_model():
+    """v0's cache engine counts every attention layer (worker/cache_engine.py), an encoder's
+    too: bge-m3 (24 layers x 16 heads x 64 x K/V x 2 B = 98,304 B per token) gets blocks and
+    the max-length check; V1 keeps no KV cache for encoder-only attention."""
+    from vramguard.sources.resolve import load_model_spec
+    bge = load_model_spec("BAAI/bge-m3", offline=True)
+    l4 = lookup_gpu("L4")
+    v0 = plan(bge, Settings(), l4, vllm_version="0.8.5", engine="v0")
+    assert v0.kv.bytes_per_token == 24 * 16 * 64 * 2 * 2 and v0.kv.num_blocks > 0
+    v1 = plan(bge, Settings(), l4, vllm_version="0.30.0")
+    assert v1.kv is None or not v1.kv.num_blocks

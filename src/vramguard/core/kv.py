@@ -458,8 +458,13 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     # NOTE: one pass per distinct spec for its `n` layers: the same result as one pass per
     # layer (counts and bytes are whole numbers, a maximum does not change when repeated,
     # and each group key first appears with the first layer that has it).
+    v0_encoder = engine == "v0" and spec.is_encoder_only
     for a, n, full in marked:
         kind = _layer_kind(a.kind, rules, settings, engine)
+        if v0_encoder and kind == NONE and a.head_dim:
+            # NOTE: v0's cache engine counts every attention layer, an encoder's too
+            # (worker/cache_engine.py get_cache_block_size): its KV cache is allocated
+            kind, a = FULL, replace(a, kind=FULL)
         if kind == NONE:
             continue
         if kind == MAMBA:

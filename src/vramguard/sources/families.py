@@ -477,7 +477,10 @@ def build_encoder(a: Arch) -> Body:
     p = attn_params(h, a.heads, a.kv_heads, a.head_dim, qkv_bias=True, o_bias=True)
     p["mlp"] = mlp_params(h, a.intermediate or 4 * h, gated=False, bias=True)
     p["norms"] = 4 * h
-    layers = [LayerSpec(AttentionSpec(kind=NONE), LayerParams(**p)) for _ in range(a.num_layers)]
+    # NOTE: no KV cache in V1; v0 allocates one for the encoder's attention all the same
+    # (kv.py reads the heads there)
+    att = AttentionSpec(kind=NONE, num_kv_heads=a.kv_heads, head_dim=a.head_dim)
+    layers = [LayerSpec(att, LayerParams(**p)) for _ in range(a.num_layers)]
     max_pos = t.int("max_position_embeddings", default=512, hi=LIMITS["positions"])
     types = t.int("type_vocab_size", default=2, lo=0, hi=LIMITS["vocab"])
     pooler = h * h + h if (t.str("model_type") or "").startswith(("xlm-roberta", "roberta", "bert")) else 0
