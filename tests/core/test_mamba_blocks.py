@@ -153,3 +153,22 @@ def test_prefix_caching_with_speculative_decoding_defaults_to_align_in_0_20():
            for v in ("0.19.0", "0.20.0", "0.21.0", "0.22.0")}
     assert got == {"0.19.0": ("all", "all"), "0.20.0": ("all", "align"),
                    "0.21.0": ("all", "align"), "0.22.0": ("all", "all")}
+
+
+def test_prefix_caching_before_mamba_cache_modes():
+    """0.11.1-0.14: --enable-prefix-caching keeps a Mamba state per chunk-aligned block for
+    the models with Mamba prefix caching (the later mode "all", without speculative blocks);
+    other hybrids (Gated DeltaNet) have it turned off."""
+    from dataclasses import replace
+
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.stage_terms import mamba_cache_mode
+    nemo = replace(qwen3_next_kv_only(), architecture="NemotronHForCausalLM")
+    pc = Settings(enable_prefix_caching=True)
+    assert mamba_cache_mode(nemo, pc, resolve_rules("0.12.0")) == "all"
+    assert mamba_cache_mode(nemo, pc, resolve_rules("0.11.0")) == "none"
+    assert mamba_cache_mode(qwen3_next_kv_only(), pc, resolve_rules("0.12.0")) == "none"
+    assert mamba_cache_mode(nemo, Settings(), resolve_rules("0.12.0")) == "none"
+    p = plan(qwen3_next_kv_only(), TP2.with_(enable_prefix_caching=True), H200,
+             vllm_version="0.12.0")
+    assert any("turned off" in a for a in p.assumptions)

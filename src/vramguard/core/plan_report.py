@@ -409,8 +409,10 @@ class PlanReport:
             return ["Prefix caching off: 1 block per Mamba group per request "
                     "(mamba_cache_mode 'none')."]
         if s.enable_prefix_caching and not rules.mamba_cache_modes:
-            return ["Not modeled: --enable-prefix-caching with a hybrid model before 0.15 "
-                    "(no mamba_cache_mode yet)."]
+            return ["Prefix caching is turned off for this model: "
+                    f"{self.spec.architecture} has no Mamba prefix caching in this release "
+                    "(vLLM: 'Hybrid or mamba-based model detected without support for prefix "
+                    "caching: disabling.')."]
         return []
 
     def _csa_notes(self, layout) -> list[str]:

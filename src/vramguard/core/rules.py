@@ -242,6 +242,9 @@ class VllmRules:
     # 0.15+: prefix caching on a Mamba/linear-attention model picks a mamba_cache_mode by model
     # ("align" unless the model caches Mamba state per block, "all"; stage_terms)
     mamba_cache_modes: bool = False
+    # 0.11.1-0.14: an explicit --enable-prefix-caching keeps a Mamba state per chunk-aligned
+    # block for the models with Mamba prefix caching (MambaModelConfig; no mode name yet)
+    mamba_pc_per_block: bool = False
     # 0.15-0.32: models that cache Mamba state per block (SupportsMambaPrefixCaching: mamba,
     # mamba2, jamba, zamba2, nemotron_h, granitemoehybrid, falcon_h1) get mode "all"; 0.33
     # defaults every model to "align" (MambaModelConfig)

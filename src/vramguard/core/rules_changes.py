@@ -378,6 +378,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
+    ("0.11.1", "v1", {"mamba_pc_per_block": True},
+     "--enable-prefix-caching on Mamba models with SupportsMambaPrefixCaching: a Mamba block "
+     "per chunk-aligned block of the length (models/config.py)"),
     ("0.11.1", "both", {"lora_ranks": (1, 8, 16, 32, 64, 128, 256, 320, 512),
                         "lora_rank_argparse": True},
      "--max-lora-rank choices from LoRAConfig's Literal (config/lora.py MaxLoRARanks)"),
@@ -481,6 +484,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
+    ("0.15.0", "v1", {"mamba_pc_per_block": False}, "... named mamba_cache_mode 'all'"),
     ("0.15.0", "both", {"lora_embedding_archs": frozenset({
         "LlamaForCausalLM", "MixtralForCausalLM", "GraniteForCausalLM"})},
      "Mistral's own class, without embedding_modules (models/mistral.py)"),

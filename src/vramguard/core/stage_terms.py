@@ -441,8 +441,13 @@ def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
     caching is the user's flag, on by default for hybrid models from 0.28; an explicit
     --mamba-cache-mode replaces the default mode while prefix caching is on."""
     # NOTE: `_memo.has_mamba` (once per model): this runs for every family of a search
-    if not rules.mamba_cache_modes or not _memo.has_mamba(spec):
+    if not _memo.has_mamba(spec):
         return "none"
+    if not rules.mamba_cache_modes:
+        # NOTE: 0.11.1-0.14: --enable-prefix-caching keeps a Mamba state per (chunk-aligned)
+        # block for the models that support it, "all" in all but name; others turn it off
+        return ("all" if rules.mamba_pc_per_block and s.enable_prefix_caching
+                and spec.architecture in MAMBA_ALL_MODE_ARCHS else "none")
     on = s.enable_prefix_caching
     if on is None:
         # NOTE: the default covers hybrids only (attention-free models default off:
