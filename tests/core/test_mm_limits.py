@@ -196,3 +196,24 @@ def test_v0_encodes_an_image_per_dummy_sequence():
         return plan(GEMMA3, settings, t4, vllm_version="0.8.5", engine="v0").tightest \
             .activation.value_bytes
     assert a(s) - a(off) == int(32 * 4096 * 1152 * act.VISION_BYTES_PER_PATCH_HIDDEN["v0"])
+
+
+def test_v1_builds_and_profiles_the_towers_on_every_pp_stage():
+    """V1's model classes build the vision tower on every PP stage and its runner profiles
+    the encoder on every rank (no first-rank check in `profile_run`); with Model Runner V2
+    the encoder is profiled on the first rank (0.27+) and from 0.33 only the first stage
+    builds the tower."""
+    s = BASE.with_(pipeline_parallel_size=2)
+    skip = s.with_(skip_mm_profiling=True)
+
+    def ledgers(version, settings=s):
+        return plan(QWEN_VL, settings, L4, vllm_version=version).ledgers
+    first, second = ledgers("0.11.0")
+    bare = plan(replace(QWEN_VL, vision=None), s, L4, vllm_version="0.11.0").ledgers
+    tower = 2 * TOWER_PARAMS                              # bf16, TP 1
+    assert second.weights.value_bytes - bare[1].weights.value_bytes == tower
+    assert second.activation.value_bytes > ledgers("0.11.0", skip)[1].activation.value_bytes
+    v2_first, v2_second = ledgers("0.33.0")
+    bare33 = plan(replace(QWEN_VL, vision=None), s, L4, vllm_version="0.33.0").ledgers
+    assert v2_second.weights.value_bytes == bare33[1].weights.value_bytes
+    assert v2_second.activation.value_bytes == ledgers("0.33.0", skip)[1].activation.value_bytes

@@ -367,6 +367,9 @@ class VllmRules:
     # Model Runner V2's profile run encodes a multimodal dummy batch (0.27+: on the first PP
     # rank; 0.12-0.26 it ran the text forward and the sampler only)
     v2_profiles_encoder: bool = False
+    # 0.33+: with Model Runner V2 only the first PP stage builds the multimodal towers
+    # (models/interfaces.py `_mark_tower_model`); V1's model classes build them on every stage
+    v2_tower_first_stage: bool = False
     v2_archs: frozenset[str] = frozenset()
     # speculative methods Model Runner V2 hands back to the V1 runner (config/vllm.py
     # `_get_v2_model_runner_unsupported_features`): 0.22-0.30 all but EAGLE/EAGLE-3/MTP (and

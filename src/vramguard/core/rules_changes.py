@@ -709,6 +709,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "... and per Gated DeltaNet group with FlashInfer's GDN prefill (qwen_gdn_linear_attn.py)"),
     ("0.33.0", "v1", {"async_v1_runner_only": True},
      "speculation and PP turn async scheduling off on the V1 model runner only"),
+    ("0.33.0", "v1", {"v2_tower_first_stage": True},
+     "Model Runner V2: the multimodal towers on the first PP stage only (models/interfaces.py)"),
     ("0.33.0", "v1", {"cublas_before_snapshot": True, "modelopt_kv_auto_fp8": True,
                       "sched_defaults": "v1_033"}, "§1a, §4, §9"),
 )

@@ -70,6 +70,9 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
         # NOTE: each of v0's dummy sequences carries an image (the default limit of one per
         # prompt), all encoded in the one profile forward (worker/model_runner.py)
         items = num_reqs
+    # NOTE: V1's model runner profiles the encoder on every PP rank; Model Runner V2 (0.27+)
+    # on the first
+    every_rank = rules.engine == "v1" and not v2
     if rules.v1_profile_logits:
         # NOTE: V1 0.7.x has no dummy sampler: the logits of every batched token (0.7.0-0.7.2)
         # or of each dummy request (0.7.3), in the model dtype
@@ -92,7 +95,8 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
         # the peak up cost more than the arithmetic.
         a_val = act.activation_bytes(spec, _profile_shape(
             batched_tokens=tokens, num_reqs=num_reqs, last_pp_rank=r == pp - 1,
-            first_pp_rank=r == 0, tp=tp, moe_inter_divisor=ep_div, dtype_bytes=dtype_b,
+            first_pp_rank=r == 0 or every_rank, tp=tp, moe_inter_divisor=ep_div,
+            dtype_bytes=dtype_b,
             engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
             encoder_items=items, encoder_kept_bytes=kept, sampler=sampler))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
@@ -166,16 +170,20 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     lora = LoraRules(rules.lora_moe, rules.lora_extra_vocab, rules.lora_tied_double,
                      rules.lora_embedding_archs, rules.lora_outside_budget) \
         if s.enable_lora else None
+    # NOTE: the Mamba cache mode decides the runner, the runner the sampler copies: each once.
+    mamba_mode = mamba_cache_mode(spec, s, rules)
+    v2 = model_runner_v2(spec, s, rules, mamba_mode)
+    # NOTE: V1's model classes build the multimodal towers on every PP stage (0.33's Model
+    # Runner V2 on the first only)
+    towers = (pp > 1 and spec.vision is not None and rules.engine == "v1"
+              and not (v2 and rules.v2_tower_first_stage))
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, lora,
-                                     rules.pp_layout)
+                                     rules.pp_layout, towers)
     dtype_b = runtime_dtype_bytes(s)
     eager = bool(s.enforce_eager) or device == "cpu"
     graph_mode = cudagraph_mode(s, rules, device, spec)
     custom_ar = custom_all_reduce_in_n(s, rules, gpu, graph_mode == "NONE")
     ar_runs = custom_all_reduce_runs(s, gpu)
-    # NOTE: the Mamba cache mode decides the runner, the runner the sampler copies: each once.
-    mamba_mode = mamba_cache_mode(spec, s, rules)
-    v2 = model_runner_v2(spec, s, rules, mamba_mode)
     copies = sampler_copies(spec, s, rules, v2)
     draft_w = draft_bytes(spec, s, dtype_b, rules)
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override

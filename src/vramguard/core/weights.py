@@ -148,7 +148,8 @@ _PARAMS_KEY = fields_key(LayerParams)
 def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, int],
                 dtype_b: float, quant: QuantSpec | None,
                 expert_pad: float = 1.0, index=None,
-                pp_layout: str | tuple[int, ...] | None = None) -> tuple[float, int]:
+                pp_layout: str | tuple[int, ...] | None = None,
+                vision_every_stage: bool = False) -> tuple[float, int]:
     """(bytes, params) on one rank of stage `pp_rank` (of `pp` stages); `index`:
     `layer_index(spec)` when the caller has it; `pp_layout`: `rules.pp_layout`."""
     pp_rank, pp = tp_rank_stage
@@ -191,16 +192,13 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     if every and pp_rank != 0:
         total_b += spec.embed_params * shard * emb_b
         params += int(spec.embed_params * shard)
+    if vision_every_stage and pp_rank != 0:
+        total_b, params = _plus_vision(spec, settings, total_b, params, dtype_b)
     if pp_rank == 0:
         total_b += (spec.embed_params * shard * emb_b + spec.extra_params * dtype_b
                     + spec.extra_tp_params / tp * dtype_b)
         params += int(spec.embed_params * shard) + spec.extra_params + spec.extra_tp_params // tp
-        if spec.vision and not settings.language_model_only:
-            # NOTE: --mm-encoder-tp-mode data replicates the encoder on every TP rank
-            # (`stage_terms.mm_settings` has already applied vLLM's fallback to "weights")
-            enc = 1 if settings.mm_encoder_tp_mode == "data" else tp
-            total_b += spec.vision.num_params / enc * dtype_b
-            params += spec.vision.num_params // enc
+        total_b, params = _plus_vision(spec, settings, total_b, params, dtype_b)
     last = pp_rank == pp - 1
     # NOTE: a pooling model has no LM head (vLLM's adapters delete it; a score head of
     # hidden x labels is left out)
@@ -215,6 +213,19 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
         total_b += spec.final_norm_params * dtype_b
         params += spec.final_norm_params
     return total_b, params
+
+
+def _plus_vision(spec: ModelSpec, settings: Settings, total_b: float, params: int,
+                 dtype_b: float) -> tuple[float, int]:
+    """The multimodal towers' weights added to a stage (none with --language-model-only).
+
+    NOTE: --mm-encoder-tp-mode data replicates the encoder on every TP rank
+    (`stage_terms.mm_settings` has already applied vLLM's fallback to "weights")."""
+    if not spec.vision or settings.language_model_only:
+        return total_b, params
+    enc = 1 if settings.mm_encoder_tp_mode == "data" else settings.tensor_parallel_size
+    return (total_b + spec.vision.num_params / enc * dtype_b,
+            params + spec.vision.num_params // enc)
 
 
 def _total_bytes(spec: ModelSpec, settings: Settings | None, dtype_b: float,
@@ -393,12 +404,14 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
                      compute_capability: tuple[int, int] | None = None, *,
                      scale: tuple[float, bool] | None = None,
                      index=None, lora: LoraRules = LoraRules(),
-                     pp_layout: str | tuple[int, ...] | None = None) -> tuple[RankWeights, ...]:
+                     pp_layout: str | tuple[int, ...] | None = None,
+                     vision_every_stage: bool = False) -> tuple[RankWeights, ...]:
     """Weight bytes on each PP stage (TP ranks of one stage hold the same amount).
 
     `scale`: `checkpoint_scale(spec)`, `index`: `layer_index(spec)`, when the caller has
     them (they depend on the model alone); `lora`: the release's LoRA rules (`LoraRules`);
-    `pp_layout`: the layers per stage (`rules.pp_layout`)."""
+    `pp_layout`: the layers per stage (`rules.pp_layout`); `vision_every_stage`: every PP
+    stage builds the multimodal towers (V1's model classes, `stage_terms.runtime_fixed`)."""
     dtype_b = runtime_dtype_bytes(settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
@@ -413,7 +426,7 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
     for stage in range(pp):
         pad = _expert_padding(spec, quant, settings.tensor_parallel_size, compute_capability)
         b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad, index,
-                                pp_layout)
+                                pp_layout, vision_every_stage)
         scaled = b * scale
         off = min(offload_total, int(scaled))
         counted = 0 if lora_rules.outside_budget else lora
