@@ -101,6 +101,8 @@ def vision_item(spec: ModelSpec) -> tuple[int, int]:
 def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1", items: int = 1) -> int:
     """Peak of the encoder's dummy batch: `items` worst-case images' patches × vision hidden."""
     v = spec.vision
+    if v is None:
+        return 0
     patches = vision_item(spec)[1]
     if not patches:
         return 0

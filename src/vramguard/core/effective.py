@@ -81,6 +81,7 @@ class SettingsBase:
     window: int | None
     derived: DerivedLen
     sched: tuple[int, int] | None
+    pooling: bool = False           # `settings.is_pooling` (the family's runner flags)
 
 
 def settings_base(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
@@ -97,7 +98,7 @@ def settings_base(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         if s.performance_mode == "throughput" and rules.performance_mode_flag:
             d_tokens, d_seqs = 2 * d_tokens, 2 * d_seqs
         sched = (d_tokens, d_seqs)
-    return SettingsBase(window, derived, sched)
+    return SettingsBase(window, derived, sched, is_pooling(spec, s))
 
 
 def flag_dicts(s: Settings) -> tuple[dict, dict]:
@@ -145,14 +146,14 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
         chunked = chunked_flag
         if chunked is None:
             chunked = bool(rules.v0_chunked_prefill_auto and L > V0_CHUNKED_AUTO_ABOVE
-                           and not _auto_chunk_blocked(spec, s, rules, gpu))
+                           and not _auto_chunk_blocked(spec, s, rules, gpu, base.pooling))
             values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, D
         else:
             values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, U
-        d_tokens, d_seqs = v0_scheduler_defaults(rules, L, chunked, pooling=is_pooling(spec, s),
+        d_tokens, d_seqs = v0_scheduler_defaults(rules, L, chunked, pooling=base.pooling,
                                                  multimodal=spec.vision is not None)
     else:
-        chunked, src = _v1_chunked(spec, s, rules)
+        chunked, src = _v1_chunked(spec, s, rules, base.pooling)
         values["enable_chunked_prefill"], sources["enable_chunked_prefill"] = chunked, src
         d_tokens, d_seqs = base.sched
         if not chunked:
@@ -179,11 +180,13 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
                          "max_num_batched_tokens and makes vLLM reject longer sequences. Please "
                          "increase max_num_batched_tokens or decrease max_model_len.",
                          where="--max-num-batched-tokens")
-    check_lora_batched_tokens(s, rules, tokens)
+    if s.enable_lora and rules.lora_max_batched_tokens is not None:
+        check_lora_batched_tokens(s, rules, tokens)
     return Eff(values, sources), derived
 
 
-def _auto_chunk_blocked(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec) -> bool:
+def _auto_chunk_blocked(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
+                        pooling: bool) -> bool:
     """What stops v0 from turning chunked prefill on for a long context in this release
     (`rules.v0_auto_chunk_blockers`; engine/arg_utils.py)."""
     b = rules.v0_auto_chunk_blockers
@@ -200,16 +203,17 @@ def _auto_chunk_blocked(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: Gpu
         or ("prefix_caching" in b and s.enable_prefix_caching)
         or ("mamba" in b and MAMBA in kinds)
         or ("multimodal" in b and spec.vision is not None)
-        or ("pooling" in b and is_pooling(spec, s))
+        or ("pooling" in b and pooling)
         or ("rocm" in b and gpu.vendor == "amd")
         or ("mla" in b and MLA in kinds and rules.mla_supported))
 
 
-def _v1_chunked(spec: ModelSpec, s: Settings, rules: VllmRules) -> tuple[bool, str]:
+def _v1_chunked(spec: ModelSpec, s: Settings, rules: VllmRules,
+                pooling: bool) -> tuple[bool, str]:
     """v1's chunked prefill and its source: forced on (0.7-0.11.0, pooling models aside from
     0.9.2), else the flag, else on; pooling models off from 0.9.2, except causal decoders
     from 0.10.1 (their default LAST pooling supports chunked prefill)."""
-    flag, pooling = s.enable_chunked_prefill, is_pooling(spec, s)
+    flag = s.enable_chunked_prefill
     forced = rules.v1_forced_chunked
     if forced == "all" or (forced == "non_pooling" and not pooling):
         return True, (DEFAULT if flag is None else USER if flag else DERIVED)

@@ -33,7 +33,7 @@ from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, resolve_rules
-from .settings import Settings, is_pooling
+from .settings import Settings
 from .stage_terms import override as _override
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, model_runner_v2, sampler_copies
 from .validation import validate_searched
@@ -200,6 +200,12 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
                  cal, hooks, device, derived, detail, kv_name, cuda_ordinal, ctx)
     walk.fallback, walk.graph_mode = fam.fallback, graph_mode
     walk.swa_warning = swa_warning
+    if fam.v2 is None:
+        # NOTE: no searched flag changes the runner: once per family
+        fam.v2 = model_runner_v2(spec, settings, rules)
+    walk.v2 = fam.v2
+    if base.pooling:
+        walk.pooling = True
     # NOTE: the graph flags and mode are the family's (not searched): their source once
     if fam.graph_source is None:
         fam.graph_source = graph_mode_source(settings, graph_mode)
@@ -229,6 +235,8 @@ class _Walk(PlanReport):
     forced_pool_free_bytes: int | None = None   # free memory a forced pool overran
     fallback: str | None = None     # why v1 fell back to v0 (`family._pick_rules`)
     swa_warning: str | None = None  # vLLM turned the sliding windows off (`maxlen.swa_off`)
+    pooling: bool = False           # a pooling model (`SettingsBase.pooling`)
+    v2: bool = False                # Model Runner V2 runs the model (`Family.v2`)
     graph_mode = "NONE"             # the CUDA graphs captured (`_walk` sets it)
     graph_source: str               # where `graph_mode` came from (`_walk` sets it)
     _bpr: tuple | None = None       # (layout, L, its blocks per request)
@@ -488,7 +496,7 @@ class _Walk(PlanReport):
     def _v2_warmup(self) -> bool:
         """Model Runner V2 warms its kernels up with 2-token prompts (0.17+:
         gpu/warmup.py `warmup_kernels`), not the V1 runner's dummy sampler run."""
-        return self.rules.v2_kernel_warmup and model_runner_v2(self.spec, self.s, self.rules)
+        return self.rules.v2_kernel_warmup and self.v2
 
     def sampler_warmup(self) -> tuple[int, int]:
         """(dummy requests, bytes) of v1's sampler warm-up on the last PP rank: the V1
@@ -500,7 +508,7 @@ class _Walk(PlanReport):
         reqs = min(self.eff.values["max_num_seqs"], tokens)
         # NOTE: with speculative decoding the warm-up runs the dummy rejection sampler too.
         copies = sampler_copies(self.spec, s, self.rules) if s.num_speculative_tokens else 0
-        if is_pooling(self.spec, s):
+        if self.pooling:
             return reqs, 0          # NOTE: a pooling model warms its pooler up, not a sampler
         return reqs, act.sampler_warmup_bytes(self.spec, reqs, copies)
 

@@ -128,9 +128,12 @@ def is_pooling(spec, settings: Settings) -> bool:
     an encoder-only model, `--runner pooling`, a pooling `--convert` or `--task`, or an
     architecture vLLM pools by default (`POOLING_SUFFIXES`) unless `--runner generate`.
     Pooling models run no sampler; a causal decoder keeps its KV cache."""
-    if spec.is_encoder_only or settings.runner == "pooling":
+    runner = settings.runner
+    if runner is None and settings.convert is None and settings.task is None:
+        return spec.is_encoder_only or spec.architecture.endswith(POOLING_SUFFIXES)
+    if spec.is_encoder_only or runner == "pooling":
         return True
-    if settings.runner == "generate":
+    if runner == "generate":
         return False
     if (settings.convert or "none") not in ("none", "auto") or settings.task in _POOLING_TASKS:
         return True

@@ -18,6 +18,7 @@ from .arch_support import encoder_tp_data
 from .calibration import Calibration
 from .errors import UsageError
 from .gpu import GpuSpec
+from .draft import mamba_refuses, speculates
 from .kv_quant import init_buffer_bytes
 from .model import MAMBA, NONE, ModelSpec
 from .provenance import Estimate, Source
@@ -53,7 +54,7 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     non-torch with the V2 sampler's state, graph term, graph pool where it differs); the
     in-flight tokens; the init buffers' bytes. `fixed`: `fixed_terms(...)`."""
     fixed, _kv_name, ctx = fixed
-    tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes, async_sched, v2 = ctx
+    tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes, async_sched, v2, sampler = ctx
     # NOTE: --language-model-only loads no encoder; --skip-mm-profiling leaves it out of the
     # profile run (vLLM logs "Skipping memory profiling for multimodal encoder").
     num_reqs, encoder = act.mm_profile(spec, tokens, seqs,
@@ -65,7 +66,9 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
         s.limit_mm_per_prompt is not None and mm_encoder_off(spec, s)))
     encoder = encoder and not (s.language_model_only or skip
                                or (v2 and not rules.v2_profiles_encoder))
-    items, kept = _v1_encoder_batch(spec, s, rules, tokens, seqs, dtype_b) if encoder else (1, 0)
+    items, kept = 1, 0
+    if encoder and spec.vision is not None:
+        items, kept = _v1_encoder_batch(spec, s, rules, tokens, seqs, dtype_b)
     if encoder and rules.engine == "v0" and rules.v0_mm_profile_seqs:
         # NOTE: each of v0's dummy sequences carries an image (the default limit of one per
         # prompt), all encoded in the one profile forward (worker/model_runner.py)
@@ -84,7 +87,6 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
                if rules.init_token_buffers else 0)
     # NOTE: allocated after the weights are measured; from 0.27 the budget charges all memory
     # consumed since the snapshot, so the V2 sampler's per-request state is in it.
-    sampler = not is_pooling(spec, s)
     state = (act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model and sampler
              else 0)
     out = []
@@ -207,8 +209,11 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         out.append((r, rng, w_est, n_est, v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = 1 if s.enable_expert_parallel else tp
     ctx = (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
-           async_scheduling(spec, s, rules, v2), v2)
+           async_scheduling(spec, s, rules, v2), v2, not is_pooling(spec, s))
     return tuple(out), dtype_b, mamba_mode, mla_align, ctx
+
+
+_NO_KINDS = frozenset()
 
 
 def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, device: str,
@@ -225,7 +230,8 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, de
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
     align = kvm.hybrid_alignment(spec, rules, gpu.compute_capability, block)
-    ckpt = kvm.mamba_checkpoint_kinds(rules, mamba_mode, gpu.compute_capability, gpu.vendor)
+    ckpt = (kvm.mamba_checkpoint_kinds(rules, mamba_mode, gpu.compute_capability, gpu.vendor)
+            if rules.mamba_ckpt_kinds and mamba_mode == "align" else _NO_KINDS)
     if "gdn" in ckpt:
         # NOTE: Gated DeltaNet exports checkpoints only when every Mamba layer can
         # (`get_mamba_prefill_checkpoint_alignment`); its blocks then align to 64 tokens
@@ -481,7 +487,6 @@ def check_mamba_prefix_caching(spec: ModelSpec, s: Settings, rules: VllmRules) -
     """vLLM's refusals of prefix caching on Mamba / linear-attention layers: V1 0.9.2-0.10.1
     (on by default there; `rules.mamba_pc_refused`), and "align" mode's asserts from 0.15
     (chunked prefill turned off; speculative decoding in 0.15-0.16). Raises UsageError."""
-    from .draft import mamba_refuses, speculates
     if rules.engine != "v1" or not _memo.has_mamba(spec):
         return
     if s.enable_prefix_caching is not False and mamba_refuses(rules.mamba_pc_refused, spec):
