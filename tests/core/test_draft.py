@@ -234,3 +234,21 @@ def test_async_scheduling_default_with_speculation_pp_and_mamba_modes():
     assert not on("0.33.0", False, speculative_method="ngram", **spec)
     assert not on("0.20.0", speculative_method="ngram", async_scheduling=False, **spec) and \
         on("0.20.0", speculative_method="ngram", async_scheduling=True, **spec)
+
+
+def test_speculative_tokens_without_a_method_or_model():
+    """SpeculativeConfig: 0.8.2-0.10.2 let DeepSeek-V3 (+ MiMo 0.9, ERNIE-4.5-MoE and
+    Qwen3-Next 0.10.2) draft with their MTP layers when no model is named, and refuse other
+    models; from 0.11 a method is required."""
+    h100 = lookup_gpu("H100-80GB")
+    bare = Settings(max_model_len=8192, num_speculative_tokens=2)
+    ds = replace(TARGET, model_type="deepseek_v3")
+    with pytest.raises(UsageError) as exc:
+        plan(TARGET, bare, h100, vllm_version="0.9.2")
+    assert exc.value.what == "num_speculative_tokens was provided without speculative model."
+    plan(ds, bare, h100, vllm_version="0.9.2")
+    with pytest.raises(UsageError) as exc:
+        plan(ds, bare, h100, vllm_version="0.11.0")
+    assert exc.value.what == ("num_speculative_tokens was provided but without speculative "
+                              "model.")
+    plan(TARGET, bare.with_(speculative_method="ngram"), h100, vllm_version="0.11.0")

@@ -398,8 +398,8 @@ def test_mtp_drafter_weights_on_the_last_stage():
     assert mtp_draft_bytes(ignored, tp2, 2, "v1") == layer
     h100 = GpuSpec(name="H100", total_bytes=80 * GIB)
     base = plan(spec, Settings(max_model_len=8192), h100, vllm_version="0.30.0")
-    mtp = plan(spec, Settings(max_model_len=8192, num_speculative_tokens=3), h100,
-               vllm_version="0.30.0")
+    mtp = plan(spec, Settings(max_model_len=8192, num_speculative_tokens=3,
+                              speculative_method="mtp"), h100, vllm_version="0.30.0")
     assert mtp.tightest.weights.value_bytes - base.tightest.weights.value_bytes == \
         218_112_000 * 2 + 67_133_440
 

@@ -267,7 +267,7 @@ def test_assumptions_say_why_graphs_sampler_and_non_torch_are_what_they_are():
     """Every number shows where it came from: the LoRA graph pool, the dummy rejection
     sampler and the all-reduce memory in N are named in the plan's assumptions."""
     s = Settings(max_model_len=8192, tensor_parallel_size=2, enable_lora=True,
-                 num_speculative_tokens=2)
+                 num_speculative_tokens=2, speculative_method="eagle3")
     # NOTE: 0.22: Llama still runs on the V1 runner (its profile has the rejection sampler)
     text = " ".join(plan(llama31_8b(), s, H100, vllm_version="0.22.0").assumptions)
     assert "captured twice" in text and "allocated after the KV cache" in text

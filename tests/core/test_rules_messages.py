@@ -81,6 +81,9 @@ ROWS = {
                           sched_defaults="v1_080", log_weights="model_gb", mla_block_size=16,
                           mla_block_hopper=64, mla_block_blackwell=None),
     ("0.8.1", "v1"): dict(sched_defaults="v1_080", spec_sampler_copies=7.0),
+    ("0.8.2", "v0"): dict(spec_self_mtp_types=frozenset({"deepseek_v3"}),
+                          msg_spec_no_model="without"),
+    ("0.8.2", "v1"): dict(spec_self_mtp_types=frozenset({"deepseek_v3"}), v1_spec_methods=frozenset()),
     ("0.8.3", "v1"): dict(msg_fit="v1_083", log_weights="model_gib", sliding_inflight="batched"),
     ("0.8.4", "v1"): dict(sched_defaults="v1_081", msg_fit="v1_084", estimate_max_len="lost"),
     ("0.8.5", "v0"): dict(block_size_choices=(1, 8, 16, 32, 64, 128), block_size_16=None),
@@ -656,7 +659,7 @@ def test_rejection_sampler_in_the_profile_run_with_speculative_decoding():
 
     def logits(copies):
         return int(256 * 151936 * 4 * copies)
-    k2 = base.with_(num_speculative_tokens=2)
+    k2 = base.with_(num_speculative_tokens=2, speculative_method="mtp")
     for version in ("0.20.0", "0.28.0"):            # hybrid: still the v1 runner up to 0.28
         assert sampler(version, k2) - sampler(version, base) == logits(7.0) - logits(2.1)
     assert sampler("0.29.0", k2) == sampler("0.29.0", base)          # Model Runner V2
@@ -688,7 +691,8 @@ def test_model_runner_v2_env_switch():
     assert apply_env(resolve_rules("0.11.1"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
         .model_runner_v2 == "none"
     h100 = lookup_gpu("H100")
-    s = Settings(max_model_len=8192, max_num_seqs=256, num_speculative_tokens=2)
+    s = Settings(max_model_len=8192, max_num_seqs=256, num_speculative_tokens=2,
+                 speculative_method="mtp")
 
     def act(env):
         return plan(qwen3_next_kv_only(), s, h100, vllm_version="0.30.0",

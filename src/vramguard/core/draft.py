@@ -78,10 +78,28 @@ def check_speculative(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
                          fix="Run on the V1 engine (compute capability 8.0+ and a model V1 "
                              "serves), or drop --speculative-config")
     _check_eagle3_target(spec, s, rules)
+    _check_method_given(spec, s, rules)
     if rules.engine == "v1" and mamba_refuses(rules.mamba_spec_refused, spec):
         raise UsageError("Mamba with speculative decoding is not supported yet.",
                          where="--speculative-config",
                          fix="Drop --speculative-config, or use vLLM 0.17 or newer")
+
+
+def _check_method_given(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """Speculative tokens with neither a method nor a model: a release's MTP model types
+    draft with their own layers (0.8.2-0.10.2); otherwise SpeculativeConfig's error."""
+    msg = rules.msg_spec_no_model
+    if (msg is None or not s.num_speculative_tokens or s.speculative_method
+            or s.speculative_model):
+        return
+    types = rules.spec_self_mtp_types
+    if types is not None and spec.model_type in types:
+        return
+    text = ("num_speculative_tokens was provided without speculative model." if msg == "without"
+            else "num_speculative_tokens was provided but without speculative model.")
+    raise UsageError(text, where="--speculative-config",
+                     fix='Name the method ("method": "mtp", "ngram", "eagle3", ...) or the '
+                         "draft model")
 
 
 def _check_eagle3_target(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:

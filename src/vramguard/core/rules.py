@@ -47,6 +47,11 @@ class VllmRules:
     v1_spec_methods: frozenset | None = None
     # 0.16+: the MTP drafter's own LM head (shared_head.head) is freed for the target's
     mtp_head_shared: bool = False
+    # a speculative config with tokens but no method and no model (SpeculativeConfig): the
+    # model types that draft with their own MTP layers then (0.8.2-0.10.2; None: the release
+    # refuses it for every model, 0.11+ "provided but without", or does not check, < 0.8.2)
+    spec_self_mtp_types: frozenset | None = None
+    msg_spec_no_model: str | None = None     # "without" (0.8.2-0.10.2) | "but" (0.11+)
     # EAGLE-3's target models (config/speculative.py: a substring of the target's model_type;
     # None: any, 0.22+) and the refusal's wording: "llama" (0.8.5-0.10.0), "list" (0.10.1-
     # 0.16), "method" (0.17-0.21, which also covers extract_hidden_states)

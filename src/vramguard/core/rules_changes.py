@@ -230,6 +230,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
 
     ("0.8.1", "v1", {"spec_sampler_copies": 7.0},
      "dummy rejection sampler in the profile run (PR 14930)"),
+    ("0.8.2", "both", {"spec_self_mtp_types": frozenset({"deepseek_v3"}),
+                       "msg_spec_no_model": "without"},
+     "speculative tokens without a model: DeepSeek-V3 drafts with its MTP layers, others "
+     "'num_speculative_tokens was provided without speculative model.' (config.py)"),
     ("0.8.3", "v1", {"v1_spec_methods": frozenset({"ngram", "[ngram]", "eagle"})},
      "V1 runs n-gram and EAGLE (_is_v1_supported_oracle)"),
     ("0.8.3", "both", {"lora_no_cpu_offload": "v0"},
@@ -253,6 +257,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
      "--block-size choices from BlockSize = Literal[...] (config.py)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
+    ("0.9.0", "both", {"spec_self_mtp_types": frozenset({"deepseek_v3", "mimo"})}, "... + MiMo"),
     ("0.9.0", "v1", {"v1_spec_methods": frozenset({"ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp"})},
      "... and Medusa, DeepSeek MTP"),
     ("0.9.0", "v1", {"cuda_graph_sizes_flag": "max"},
@@ -335,6 +340,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "both", {"mm_zero_skips_tower": _MM_ZERO_0101},
      "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
      "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
+    ("0.10.2", "both", {"spec_self_mtp_types": frozenset({"deepseek_v3", "mimo", "ernie4_5_moe",
+                                                        "qwen3_next"})},
+     "... + ERNIE-4.5-MoE, Qwen3-Next"),
     ("0.10.2", "v1", {"mamba_spec_refused": "not_qwen3_next", "mamba_pc_refused": None},
      "... Qwen3-Next aside; prefix caching turned off on Mamba models (models/config.py)"),
     ("0.10.2", "both", {"kv_cache_memory_flag": True}, "§3"),
@@ -356,6 +364,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.2", "v1", {"v1_falls_back_for_mamba": False},
      "Mamba/hybrid models run on v1 by default (the 'V1 mamba models are unoptimized' "
      "fallback removed)"),
+    ("0.11.0", "both", {"spec_self_mtp_types": None, "msg_spec_no_model": "but"},
+     "a method is required: 'num_speculative_tokens was provided but without speculative "
+     "model.' (config/speculative.py)"),
     ("0.11.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss")},
      "... + minicpm, gpt_oss (config/speculative.py)"),
     ("0.11.0", "v1", {"mm_outputs_padded": True},
