@@ -217,3 +217,14 @@ def test_v1_builds_and_profiles_the_towers_on_every_pp_stage():
     bare33 = plan(replace(QWEN_VL, vision=None), s, L4, vllm_version="0.33.0").ledgers
     assert v2_second.weights.value_bytes == bare33[1].weights.value_bytes
     assert v2_second.activation.value_bytes == ledgers("0.33.0", skip)[1].activation.value_bytes
+
+
+def test_encoder_data_parallel_runs_whole_items_per_rank():
+    """--mm-encoder-tp-mode data (Qwen2.5-VL from 0.10.2): each TP rank encodes whole items
+    of the dummy batch at full width, ceil(items / TP) of them (models/vision.py); the
+    weights mode shards one batch over the ranks."""
+    from vramguard.core import activation as act
+    per_item = 65536 * 1280 * act.VISION_BYTES_PER_PATCH_HIDDEN["v1"]
+    assert act.vision_encoder_bytes(QWEN_VL, 2, "v1", 1, True) == int(per_item)
+    assert act.vision_encoder_bytes(QWEN_VL, 2, "v1", 3, True) == int(2 * per_item)
+    assert act.vision_encoder_bytes(QWEN_VL, 2, "v1", 1) == int(per_item / 2 ** 0.5)

@@ -80,6 +80,7 @@ class ProfileShape:
     encoder_items: int = 1          # v1: images in the encoder's dummy batch (`v1_mm_items`)
     encoder_kept_bytes: int = 0     # v1: their outputs, alive through the text forward
     sampler: bool = True            # False: a pooling model (no dummy sampler)
+    encoder_dp: bool = False        # --mm-encoder-tp-mode data: whole items per TP rank
 
 
 def vision_item(spec: ModelSpec) -> tuple[int, int]:
@@ -98,8 +99,12 @@ def vision_item(spec: ModelSpec) -> tuple[int, int]:
     return VISION_DYNAMIC_MAX_PATCHES // VISION_DYNAMIC_MERGE, VISION_DYNAMIC_MAX_PATCHES
 
 
-def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1", items: int = 1) -> int:
-    """Peak of the encoder's dummy batch: `items` worst-case images' patches × vision hidden."""
+def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1", items: int = 1,
+                         data_parallel: bool = False) -> int:
+    """Peak of the encoder's dummy batch: `items` worst-case images' patches × vision hidden.
+
+    NOTE: --mm-encoder-tp-mode data gives each TP rank whole items of the batch at full width
+    (models/vision.py `run_dp_sharded_*vision_model`): ceil(items / TP) of them, unsharded."""
     v = spec.vision
     if v is None:
         return 0
@@ -107,6 +112,8 @@ def vision_encoder_bytes(spec: ModelSpec, tp: int, engine: str = "v1", items: in
     if not patches:
         return 0
     per = VISION_BYTES_PER_PATCH_HIDDEN["v0" if engine == "v0" else "v1"]
+    if data_parallel:
+        return int(-(-items // max(1, tp)) * patches * v.hidden_size * per)
     return int(items * patches * v.hidden_size * per / max(1, tp) ** 0.5)
 
 
@@ -170,7 +177,7 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
         total += int(ws * ACT_MOE_FACTOR)
     if shape.last_pp_rank and shape.sampler and not spec.is_encoder_only:
         total += int(shape.num_reqs * spec.vocab_size * 4 * shape.sampler_copies)
-    enc = (vision_encoder_bytes(spec, shape.tp, eng, shape.encoder_items)
+    enc = (vision_encoder_bytes(spec, shape.tp, eng, shape.encoder_items, shape.encoder_dp)
            if shape.first_pp_rank and shape.encoder_profiled else 0)
     if enc:
         # NOTE: v1 keeps the encoder outputs (in the encoder cache) through the text forward

@@ -100,7 +100,8 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             first_pp_rank=r == 0 or every_rank, tp=tp, moe_inter_divisor=ep_div,
             dtype_bytes=dtype_b,
             engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
-            encoder_items=items, encoder_kept_bytes=kept, sampler=sampler))
+            encoder_items=items, encoder_kept_bytes=kept, sampler=sampler,
+            encoder_dp=s.mm_encoder_tp_mode == "data"))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
