@@ -252,3 +252,34 @@ def test_speculative_tokens_without_a_method_or_model():
     assert exc.value.what == ("num_speculative_tokens was provided but without speculative "
                               "model.")
     plan(TARGET, bare.with_(speculative_method="ngram"), h100, vllm_version="0.11.0")
+
+
+@pytest.mark.parametrize("version, method, pp, text", [
+    ("0.10.2", "eagle", 1, "Currently, speculative decoding is not supported with async scheduling."),
+    ("0.10.2", None, 2, "Async scheduling is not supported with pipeline-parallel-size > 1."),
+    ("0.12.0", "ngram", 1, "Currently, async scheduling is only supported with EAGLE/MTP kind of "
+                           "speculative decoding"),
+    ("0.14.0", None, 2, "Async scheduling is not yet compatible with pipeline_parallel_size > 1."),
+    ("0.20.0", "ngram", 1, "Currently, async scheduling is only supported with EAGLE/MTP/Draft "
+                           "Model/NGram GPU kind of speculative decoding"),
+    ("0.33.0", "suffix", 1, "Async scheduling is not supported by the V1 model runner with "
+                            "suffix-based speculative decoding."),
+])
+def test_explicit_async_scheduling_refusals(version, method, pp, text):
+    """--async-scheduling given with a speculative method or PP the release cannot schedule
+    asynchronously: vLLM's error, in the release's words."""
+    s = Settings(max_model_len=8192, async_scheduling=True, pipeline_parallel_size=pp)
+    if method:
+        s = s.with_(num_speculative_tokens=2, speculative_method=method)
+    with pytest.raises(UsageError) as exc:
+        plan(TARGET, s, lookup_gpu("H100-80GB"), vllm_version=version, engine="v1")
+    assert exc.value.what == text
+
+
+def test_explicit_async_scheduling_accepted():
+    h100 = lookup_gpu("H100-80GB")
+    s = Settings(max_model_len=8192, async_scheduling=True, num_speculative_tokens=2)
+    for version, method in (("0.12.0", "eagle3"), ("0.16.0", "draft_model"), ("0.33.0", "ngram")):
+        plan(TARGET, s.with_(speculative_method=method), h100, vllm_version=version)
+    plan(TARGET, Settings(max_model_len=8192, async_scheduling=True, pipeline_parallel_size=2),
+         h100, vllm_version="0.20.0")

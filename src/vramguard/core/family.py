@@ -19,8 +19,8 @@ from .kv_quant import check_kv_dtype
 from .model import ModelSpec
 from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env
 from .settings import Settings, is_pooling
-from .stage_terms import (base_terms, check_mamba_prefix_caching, fixed_terms, runtime_base,
-                          runtime_fixed)
+from .stage_terms import (base_terms, check_async_scheduling, check_mamba_prefix_caching,
+                          fixed_terms, runtime_base, runtime_fixed)
 from .validation import (check_backend_block_size, check_dtype_capability,
                          check_quant_capability, check_quant_schemes, check_rocm_quant, validate,
                          validate_searched)
@@ -113,6 +113,7 @@ def check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
     check_speculative(spec, settings, rules)
     check_lora(settings, rules)
     check_mamba_prefix_caching(spec, settings, rules)
+    check_async_scheduling(spec, settings, rules)
     if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:
         check_kv_dtype(spec, settings, rules)
     if spec.quant is not None and spec.quant.linear_schemes:

@@ -240,6 +240,12 @@ class VllmRules:
     async_off_pp: str | None = None          # "any" (0.14-0.15) | "v1_runner" (0.32+)
     async_off_mamba_pc: bool = False
     async_v1_runner_only: bool = False
+    # --async-scheduling given with speculation or PP: the speculative methods allowed beyond
+    # EAGLE / MTP kinds (None: none at all, 0.10-0.11.0), the refusal's words, the PP refusal
+    # (None: PP allowed), by release (engine/arg_utils.py 0.10-0.11.0, config/vllm.py after)
+    async_explicit_ok: frozenset | None = None
+    msg_async_spec: str | None = None
+    msg_async_pp: str | None = None
     # 0.28+: prefix caching on by default for hybrid models, which sets mamba_cache_mode
     # "align": a request holds 2 + k blocks per Mamba group instead of 1 + k
     # (engine/arg_utils.py, models/config.py, MambaSpec.max_memory_usage_bytes)

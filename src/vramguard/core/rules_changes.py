@@ -293,6 +293,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.9.2", "v1", {"v1_forced_chunked": "non_pooling", "v1_falls_back_for_pooling": False},
      "pooling models run on V1, chunked prefill off by default (_set_default_args_v1)"),
+    ("0.10.0", "v1", {"msg_async_spec": "Currently, speculative decoding is not supported with "
+                                        "async scheduling.",
+                      "msg_async_pp": "Async scheduling is not supported with "
+                                      "pipeline-parallel-size > 1."},
+     "--async-scheduling refuses speculation and PP (engine/arg_utils.py)"),
     ("0.10.0", "v1", {"v1_spec_methods": None}, "no V0 to fall back to for speculation"),
     ("0.10.0", "v1", {"mamba_spec_refused": "any", "mamba_pc_refused": "any"},
      "... any Mamba / linear-attention layer; 'Prefix caching is not supported for Mamba yet.'"),
@@ -389,6 +394,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
+    ("0.11.1", "v1", {"async_explicit_ok": frozenset(),
+                      "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP kind of speculative decoding",
+                      "msg_async_pp": "Async scheduling is not yet compatible with "
+                                      "pipeline_parallel_size > 1."},
+     "... EAGLE / MTP kinds allowed (config/vllm.py)"),
     ("0.11.1", "v1", {"mamba_pc_per_block": True},
      "--enable-prefix-caching on Mamba models with SupportsMambaPrefixCaching: a Mamba block "
      "per chunk-aligned block of the length (models/config.py)"),
@@ -474,6 +484,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "'No common block size for N. ' (v1/worker/gpu_model_runner.py, later v1/worker/utils.py)"),
     ("0.13.0", "v1", {"msg_no_kv": "docs", "msg_fit": "v1_013", "msg_load_failure": True},
      "§10"),
+    ("0.14.0", "v1", {"msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP kind of speculative decoding."},
+     "... with a full stop"),
     ("0.14.0", "v1", {"async_off_pp": "any"},
      "async scheduling off by default with PP > 1 or non-EAGLE/MTP speculation (config/vllm.py)"),
     ("0.14.0", "both", {"msg_cpu_loras_dot": True}, "max_cpu_loras message ends in '.'"),
@@ -495,6 +507,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
+    ("0.15.0", "v1", {"msg_async_pp": None}, "--async-scheduling with PP allowed"),
     ("0.15.0", "v1", {"mamba_pc_per_block": False}, "... named mamba_cache_mode 'all'"),
     ("0.15.0", "both", {"lora_embedding_archs": frozenset({
         "LlamaForCausalLM", "MixtralForCausalLM", "GraniteForCausalLM"})},
@@ -516,6 +529,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.16.0", "v1", {"async_explicit_ok": frozenset({"draft_model"}),
+                      "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP/Draft Model kind of speculative "
+                                        "decoding."}, "... draft models allowed"),
     ("0.16.0", "v1", {"mtp_head_shared": True},
      "MTP layers' shared_head.head replaced by the target's LM head (v1/spec_decode/eagle.py)"),
     ("0.16.0", "v1", {"async_off_pp": None, "async_off_mamba_pc": True},
@@ -559,6 +575,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "captures sizes 1-32 one by one (config/vllm.py _set_cudagraph_sizes)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
+    ("0.18.0", "v1", {"async_explicit_ok": frozenset({"draft_model", "ngram_gpu"}),
+                      "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP/Draft Model/NGram GPU kind of "
+                                        "speculative decoding"}, "... ngram_gpu allowed"),
     ("0.18.0", "v1", {"async_spec_ok": frozenset({"ngram_gpu"})}, "... ngram_gpu keeps it"),
     ("0.18.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
                                             "hunyuan_v1_dense", "afmoe", "nemotron_h",
@@ -652,6 +671,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.25.0", "v1", {"model_runner_v2": "dense", "v2_archs": frozenset({
         "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
      "Model Runner V2 default for dense models and three MoE architectures (PR 44443)"),
+    ("0.26.0", "v1", {"async_explicit_ok": frozenset({"draft_model", "ngram_gpu", "dspark"}),
+                      "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP/Draft Model/NGram GPU/DSpark kind "
+                                        "of speculative decoding"}, "... dspark allowed"),
     ("0.26.0", "v1", {"async_spec_ok": frozenset({"ngram_gpu", "dspark"})}, "... and dspark"),
     ("0.26.0", "v1", {"v2_archs": frozenset({
         "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM",
@@ -697,6 +719,10 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "nvfp4_ds_mla for sparse MLA (config/cache.py)"),
     ("0.30.0", "v1", {"csa_auto_kv_ok": True},
      "DeepSeek-V4: kv_cache_dtype auto maps to fp8_ds_mla (models/deepseek_v4/attention.py)"),
+    ("0.31.0", "v1", {"async_explicit_ok": frozenset({"draft_model", "ngram_gpu", "dspark",
+                                                       "dflash"}),
+                      "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP/Draft Model/NGram GPU/DSpark/DFlash "
+                                        "kind of speculative decoding"}, "... dflash allowed"),
     ("0.31.0", "v1", {"v1_runner_spec_methods": frozenset({
         "ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator", "custom_class"})},
      "draft models run on Model Runner V2 (config/vllm.py)"),
@@ -712,6 +738,11 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.32.0", "v1", {"msg_autofit_kv": True},
      "auto-fit lines name the KV cache memory and its device (kv_cache_utils.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
+    ("0.33.0", "v1", {"msg_async_spec": "Async scheduling is not supported by the V1 model "
+                                        "runner with {method}-based speculative decoding.",
+                      "msg_async_pp": "Async scheduling is not supported by the V1 model "
+                                      "runner with pipeline parallelism."},
+     "... refused on the V1 model runner only (config/vllm.py)"),
     ("0.33.0", "v1", {"v1_runner_spec_methods": frozenset({"suffix", "custom_class"})},
      "... Medusa and MLP speculators too"),
     ("0.33.0", "v1", {"msg_mamba_chunked": "prefix"},

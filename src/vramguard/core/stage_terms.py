@@ -536,6 +536,26 @@ def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules,
     return not (rules.async_off_mamba_pc and mamba_cache_mode(spec, s, rules) != "none")
 
 
+def check_async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """An explicit --async-scheduling with what the release cannot run with it: speculation
+    beyond the methods it allows, PP (`rules.async_explicit_ok`, `msg_async_*`); from 0.33
+    only on the V1 model runner. Raises UsageError."""
+    if not s.async_scheduling or rules.engine != "v1" or rules.msg_async_spec is None:
+        return
+    if rules.async_v1_runner_only and model_runner_v2(spec, s, rules):
+        return
+    method = s.speculative_method or "mtp"
+    allowed = rules.async_explicit_ok
+    spec_bad = bool(s.num_speculative_tokens) and (allowed is None or not (
+        method in _EAGLE_KINDS or method.endswith("_mtp") or method in allowed))
+    if spec_bad:
+        raise UsageError(rules.msg_async_spec.format(method=method), where="--async-scheduling",
+                         fix="Drop --async-scheduling (vLLM then schedules synchronously)")
+    if s.pipeline_parallel_size > 1 and rules.msg_async_pp:
+        raise UsageError(rules.msg_async_pp, where="--async-scheduling",
+                         fix="Drop --async-scheduling, or use tensor parallelism")
+
+
 def _async_spec_ok(s: Settings, rules: VllmRules) -> bool:
     method = s.speculative_method or "mtp"
     return method in _EAGLE_KINDS or method.endswith("_mtp") or method in rules.async_spec_ok
