@@ -307,3 +307,25 @@ def test_a_deepseek_v2_config_without_kv_lora_rank_is_plain_attention():
     # KV per token: 12 layers x 2 (K, V) x 10 heads x 128 x 2 bytes
     assert sum(2 * l.attention.num_kv_heads * l.attention.head_dim * 2 for l in s.layers) \
         == 12 * 2 * 10 * 128 * 2
+
+
+def test_tiling_towers_worst_case_image():
+    """vLLM's worst-case image for tiling towers: InternVL max_dynamic_patch tiles + a
+    thumbnail of (448/14)² patches, 256 tokens each after the 0.5 pixel shuffle; Llama 4 16
+    tiles + a global one of (336/14)² patches, 144 tokens each (its processor's 16 tiles)."""
+    cfg = {"architectures": ["InternVLChatModel"], "model_type": "internvl_chat",
+           "max_dynamic_patch": 12, "use_thumbnail": True, "downsample_ratio": 0.5,
+           "torch_dtype": "bfloat16",
+           "vision_config": {"model_type": "intern_vit_6b", "image_size": 448, "patch_size": 14,
+                             "hidden_size": 1024, "num_hidden_layers": 24,
+                             "intermediate_size": 4096, "num_attention_heads": 16},
+           "llm_config": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+                          "hidden_size": 3584, "num_hidden_layers": 28,
+                          "num_attention_heads": 28, "num_key_value_heads": 4,
+                          "intermediate_size": 18944, "vocab_size": 151674,
+                          "max_position_embeddings": 32768}}
+    v = spec_from_config(cfg, name="internvl3-8b").vision
+    assert (v.tokens_per_item, v.patches_per_item) == (13 * 256, 13 * 1024)
+    from vramguard.sources.resolve import load_model_spec
+    v4 = load_model_spec("meta-llama/Llama-4-Scout-17B-16E-Instruct", offline=True).vision
+    assert (v4.tokens_per_item, v4.patches_per_item) == (17 * 144, 17 * 576)

@@ -57,6 +57,9 @@ def _item_size(top: Fields, v: Fields, image: int | None,
     gemma3_mm.py), Gemma 4's `vision_soft_tokens_per_image` pooled by `pooling_kernel_size`²,
     Mistral 3's `spatial_merge_size` (pixtral.py: a 28-pixel patch per token)."""
     grid = (image // patch) ** 2 if image and patch else None
+    tiles, ratio = _tiles(top, v)
+    if tiles and grid:
+        return tiles * int(grid * ratio * ratio), tiles * grid
     mm = top.opt_int("mm_tokens_per_image", lo=1, hi=LIMITS["positions"])
     if mm and grid:
         return mm, grid
@@ -68,6 +71,26 @@ def _item_size(top: Fields, v: Fields, image: int | None,
     if merge and image and patch:
         return (image // (patch * merge)) ** 2, grid
     return None, None
+
+
+# NOTE: Llama 4's image processor splits an image into at most `max_patches` = 16 tiles (its
+# preprocessor default, which config.json does not carry) plus a global tile; vLLM's worst
+# case is a 16:1 image (mllama4.py `get_image_size_with_most_features`).
+LLAMA4_MAX_TILES = 16
+
+
+def _tiles(top: Fields, v: Fields) -> tuple[int, float]:
+    """(tiles of the worst-case image, token ratio after pixel shuffle) of tiling towers:
+    InternVL (`max_dynamic_patch` tiles + a thumbnail, `downsample_ratio`), Llama 4 (16 tiles
+    + a global one, `pixel_shuffle_ratio`); (0, 1.0) for the others."""
+    most = top.opt_int("max_dynamic_patch", lo=1, hi=1024)
+    if most:
+        thumb = top.bool("use_thumbnail", default=True) and most > 1
+        return most + int(thumb), top.float("downsample_ratio", default=0.5) or 0.5
+    shuffle = v.float("pixel_shuffle_ratio")
+    if (top.str("model_type") or "").startswith("llama4") and shuffle:
+        return LLAMA4_MAX_TILES + 1, shuffle
+    return 0, 1.0
 
 
 # NOTE: a config that takes videos names their placeholder token (Qwen2/2.5/3-VL
