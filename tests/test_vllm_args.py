@@ -455,17 +455,17 @@ def test_default_settings_untouched():
 
 
 def test_unmodeled_memory_flags_are_noted():
-    cmd = parse_vllm_args(["m", "--max-cudagraph-capture-size", "256", "--specialize-active-lora",
+    cmd = parse_vllm_args(["m", "--max-cudagraph-capture-size", "256", "--enable-cumem-allocator",
                            "--limit-mm-per-prompt", '{"image": 2}', "-O", "3", "--port", "1",
                            "--fully-sharded-loras"])
     assert cmd.model == "m"
-    assert set(cmd.unmodeled) == {"--specialize-active-lora"}
+    assert set(cmd.unmodeled) == {"--enable-cumem-allocator"}
     assert cmd.settings.fully_sharded_loras                     # modelled (LoRA slots / TP)
     assert cmd.settings.max_cudagraph_capture_size == 256      # modelled (0.11.1+)
     assert cmd.settings.limit_mm_per_prompt == (("image", 2),)  # read (0 turns the tower off)
     assert cmd.settings.optimization_level == 3                # modelled: -O N
     assert "--port" in cmd.ignored and "--port" not in cmd.unmodeled
-    assert any("not modeled" in n and "--specialize-active-lora" in n for n in cmd.notes)
+    assert any("not modeled" in n and "--enable-cumem-allocator" in n for n in cmd.notes)
 
 
 def test_multi_value_ignored_flags_and_spec_tokens():

@@ -90,3 +90,19 @@ def test_v0_0_7_keeps_the_lora_slots_outside_the_budget():
     assert any("outside gpu_memory_utilization" in a and "LoRA" in a for a in p.assumptions)
     for version in ("0.6.6", "0.8.0"):
         assert kv(version, s)[0] < kv(version, bare)[0]
+
+
+def test_lora_graph_cases_by_release_and_specialize_active_lora():
+    """Each graph size is captured once without LoRA (and before 0.11.1), twice with it
+    (with and without active adapters), and with --specialize-active-lora (0.16+) once more
+    per captured adapter count: powers of 2 up to max_loras and max_loras + 1
+    (lora/utils.py get_captured_lora_counts): 4 adapters -> 1, 2, 4, 5 -> 5 cases."""
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.stage_terms import lora_graph_cases
+    lora = Settings(enable_lora=True, max_loras=4)
+    assert lora_graph_cases(lora, resolve_rules("0.11.0")) == 1
+    assert lora_graph_cases(lora, resolve_rules("0.20.0")) == 2
+    spec = lora.with_(specialize_active_lora=True)
+    assert lora_graph_cases(spec, resolve_rules("0.20.0")) == 5
+    assert lora_graph_cases(spec.with_(max_loras=64), resolve_rules("0.20.0")) == 1 + 8
+    assert lora_graph_cases(Settings(), resolve_rules("0.20.0")) == 1

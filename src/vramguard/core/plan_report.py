@@ -22,8 +22,8 @@ from .shard_fix import shard_fix
 from .kv_quant import TURBOQUANT, skip_layers
 from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
-                          mamba_cache_mode, mm_encoder_off, model_runner_v2, sampler_copies,
-                          v0_mamba_slot_bytes, v0_mamba_slots)
+                          lora_graph_cases, mamba_cache_mode, mm_encoder_off, model_runner_v2,
+                          sampler_copies, v0_mamba_slot_bytes, v0_mamba_slots)
 from .weights import runtime_dtype_bytes
 
 __all__ = ["PlanReport"]
@@ -301,13 +301,15 @@ class PlanReport:
               "subtracted": "subtracted from the budget"}[self.rules.graph_budget]
         out.append(f"CUDA graphs {g(st.graph.value_bytes)} ({st.graph.source.value}; {gm}).")
         out += self._graph_flag_notes()
+        cases = lora_graph_cases(self.s, self.rules)
+        times = "twice" if cases == 2 else f"{cases} times (--specialize-active-lora)"
         if st.graph_pool is not None:
-            out.append("With LoRA every graph size is captured twice (cudagraph_specialize_lora, "
-                       "0.11.1+): vLLM's estimate counts about one graph; the pool, ~"
+            out.append(f"With LoRA every graph size is captured {times} (cudagraph_specialize_"
+                       "lora, 0.11.1+): vLLM's estimate counts about one graph; the pool, ~"
                        f"{g(st.graph_pool)}, is allocated after the KV cache.")
-        elif self.s.enable_lora and self.rules.lora_graph_specialize and st.graph.value_bytes:
-            out.append("With LoRA every graph size is captured twice (cudagraph_specialize_lora, "
-                       "0.11.1+), counted in the graph term.")
+        elif cases > 1 and st.graph.value_bytes:
+            out.append(f"With LoRA every graph size is captured {times} (cudagraph_specialize_"
+                       "lora, 0.11.1+), counted in the graph term.")
         if self.s.enable_lora and self.rules.lora_outside_budget:
             from .weights import lora_bytes, runtime_dtype_bytes
             lora_b = lora_bytes(self.spec, self.s, runtime_dtype_bytes(self.s))

@@ -357,6 +357,7 @@ class VllmRules:
     csa_grouping: str = "padded"
     csa_auto_kv_ok: bool = False
     lora_graph_specialize: bool = False      # 0.11.1+: with LoRA every size captured twice
+    lora_active_counts: bool = False         # 0.16+: --specialize-active-lora
     # where TP > 1 custom all-reduce memory shows up in the profile run's non-torch growth N:
     # "always" (up to 0.10.2 the snapshot precedes the all-reduce/NCCL set-up), "none"
     # (0.11-0.17: set up before the snapshot), "graph_probe" (0.18+: the CUDA-graph memory

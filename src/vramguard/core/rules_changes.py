@@ -529,6 +529,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.16.0", "v1", {"lora_active_counts": True},
+     "--specialize-active-lora: graphs per captured adapter count (v1/cudagraph_dispatcher.py)"),
     ("0.16.0", "v1", {"async_explicit_ok": frozenset({"draft_model"}),
                       "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP/Draft Model kind of speculative "
                                         "decoding."}, "... draft models allowed"),
@@ -783,6 +785,7 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
     "task": ("--task", "0.6.4", "0.12.0"),
     "lora_extra_vocab_size": ("--lora-extra-vocab-size", "0.4.0", "0.11.2"),
     "fully_sharded_loras": ("--fully-sharded-loras", "0.4.2", None),
+    "specialize_active_lora": ("--specialize-active-lora", "0.16.0", None),
     "runner": ("--runner", "0.10.1", None),
     "convert": ("--convert", "0.10.1", None),
 }

@@ -62,6 +62,7 @@ class Settings:
     max_cpu_loras: int | None = None          # vLLM checks it is >= max_loras
     lora_extra_vocab_size: int | None = None  # up to 0.11.2 (default 256)
     fully_sharded_loras: bool = False         # LoRA A / B split over TP too
+    specialize_active_lora: bool = False      # 0.16+: graphs per active-adapter count
     disable_sliding_window: bool = False
     disable_hybrid_kv_cache_manager: bool = False
     num_speculative_tokens: int = 0

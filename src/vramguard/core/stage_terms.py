@@ -286,12 +286,25 @@ def override(st, cal: Calibration | None, hooks: PlanHooks | None, tokens: int,
             st.graph_pool = None
 
 
+def lora_graph_cases(s: Settings, rules: VllmRules) -> int:
+    """How many times each graph size is captured with LoRA: with and without active
+    adapters from 0.11.1 (cudagraph_specialize_lora); with --specialize-active-lora (0.16+)
+    once per captured adapter count too: the powers of 2 up to max_loras and max_loras + 1
+    (lora/utils.py `get_captured_lora_counts`)."""
+    if not (s.enable_lora and rules.lora_graph_specialize):
+        return 1
+    if not (s.specialize_active_lora and rules.lora_active_counts):
+        return 2
+    m = s.max_loras or 1
+    return 1 + sum(1 for n in range(1, m + 2) if n & (n - 1) == 0 or n == m + 1)
+
+
 def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRules,
                  no_graphs: bool, fixed_sizes: int | None) -> tuple[int, int | None]:
     """(the graph term vLLM logs / subtracts, the captured pool where it differs from it)."""
     if no_graphs:
         return 0, None
-    lora = 2 if s.enable_lora and rules.lora_graph_specialize else 1
+    lora = lora_graph_cases(s, rules)
     # NOTE: the capture sizes grow with the speculative tokens from 0.13 (decode_query_len)
     k = s.num_speculative_tokens if rules.capture_scales_with_spec else 0
     listed = user_capture_sizes(s, rules, tokens)

@@ -103,6 +103,7 @@ FLAGS: dict[str, Flag] = {
     "--max-cpu-loras": Flag("max_cpu_loras", POS_INT, 1),
     "--lora-extra-vocab-size": Flag("lora_extra_vocab_size", POS_INT, 0, 1 << 20),
     "--fully-sharded-loras": Flag("fully_sharded_loras", BOOL),
+    "--specialize-active-lora": Flag("specialize_active_lora", BOOL),
     "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
     "--mamba-cache-mode": Flag("mamba_cache_mode", CHOICE, choices=("none", "align", "all")),
@@ -271,7 +272,7 @@ CONFIG_OVERRIDE_FLAGS = {"--hf-overrides": None, "--rope-scaling": "rope_scaling
                          "--rope-theta": "rope_theta"}
 UNMODELED_BOOL = frozenset("""
 --mm-encoder-only
---enable-cumem-allocator --specialize-active-lora
+--enable-cumem-allocator
 --use-replayssm --swa-bounded-replay --enable-batch-sharded-sampling --dcp-q-replicate
 --enable-hc-sp
 """.split())
