@@ -18,9 +18,9 @@ from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
 from .model import ModelSpec
 from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env
+from .runner import check_async_scheduling, check_mamba_prefix_caching
 from .settings import Settings, is_pooling
-from .stage_terms import (base_terms, check_async_scheduling, check_mamba_prefix_caching,
-                          fixed_terms, runtime_base, runtime_fixed)
+from .stage_terms import base_terms, fixed_terms, runtime_base, runtime_fixed
 from .validation import (check_backend_block_size, check_dtype_capability,
                          check_quant_capability, check_quant_schemes, check_rocm_quant, validate,
                          validate_searched)

@@ -16,13 +16,12 @@ from . import activation as act
 from . import kv as kvm
 from .arch_support import encoder_tp_data
 from .calibration import Calibration
-from .errors import UsageError
 from .gpu import GpuSpec
-from .draft import mamba_refuses, speculates
 from .kv_quant import init_buffer_bytes
-from .model import MAMBA, NONE, ModelSpec
+from .model import MAMBA, ModelSpec
 from .provenance import Estimate, Source
 from .rules import VllmRules
+from .runner import async_scheduling, mamba_cache_mode, model_runner_v2
 from .settings import Settings, is_pooling
 from .weights import LoraRules, draft_bytes, pp_layer_split, runtime_dtype_bytes
 
@@ -451,153 +450,6 @@ def v0_mamba_slots(rules: VllmRules, max_num_seqs: int, eager: bool) -> int:
     # NOTE: the largest batch size captured is 8,192 (more sequences are capped to it).
     return next((b for b in (1, 2, 4) if max_num_seqs <= b),
                 min(-(-max_num_seqs // 8) * 8, V0_MAX_CAPTURE))
-
-
-# NOTE: models whose Mamba layers support prefix caching at every block ("all" mode, vLLM
-# `SupportsMambaPrefixCaching` in 0.26-0.32: mamba, mamba2, jamba, zamba2, nemotron_h,
-# granitemoehybrid, falcon_h1; bamba until its removal in 0.24); the others (Gated DeltaNet, linear
-# attention) get "align", and from 0.33 every model does (`rules.mamba_all_mode`).
-MAMBA_ALL_MODE_ARCHS = frozenset({
-    "MambaForCausalLM", "Mamba2ForCausalLM", "JambaForCausalLM", "Zamba2ForCausalLM",
-    "NemotronHForCausalLM", "GraniteMoeHybridForCausalLM", "FalconH1ForCausalLM",
-    "BambaForCausalLM"})
-
-
-def mamba_cache_mode(spec: ModelSpec, s: Settings, rules: VllmRules) -> str:
-    """vLLM's `mamba_cache_mode` ("none" | "align" | "all") with prefix caching on a model with
-    Mamba / linear-attention layers (models/config.py `MambaModelConfig`, 0.15+): prefix
-    caching is the user's flag, on by default for hybrid models from 0.28; an explicit
-    --mamba-cache-mode replaces the default mode while prefix caching is on."""
-    # NOTE: `_memo.has_mamba` (once per model): this runs for every family of a search
-    if not _memo.has_mamba(spec):
-        return "none"
-    if not rules.mamba_cache_modes:
-        # NOTE: 0.11.1-0.14: --enable-prefix-caching keeps a Mamba state per (chunk-aligned)
-        # block for the models that support it, "all" in all but name; others turn it off
-        return ("all" if rules.mamba_pc_per_block and s.enable_prefix_caching
-                and spec.architecture in MAMBA_ALL_MODE_ARCHS else "none")
-    on = s.enable_prefix_caching
-    if on is None:
-        # NOTE: the default covers hybrids only (attention-free models default off:
-        # ModelConfig.is_prefix_caching_supported).
-        on = rules.hybrid_prefix_caching_default and spec.is_hybrid
-    if not on:
-        return "none"      # NOTE: an explicit mode without prefix caching is reset (a warning)
-    supports_all = spec.architecture in MAMBA_ALL_MODE_ARCHS
-    explicit = s.mamba_cache_mode
-    if explicit in (None, "none"):
-        if rules.mamba_spec_prefers_align and s.num_speculative_tokens > 0:
-            return "align"
-        return "all" if rules.mamba_all_mode and supports_all else "align"
-    # NOTE: an explicit "all" on a model without Mamba prefix caching falls back to "align".
-    return "align" if explicit == "all" and not supports_all else explicit
-
-
-_MAMBA_CHUNKED = {"align": "Chunked prefill is required for mamba cache mode 'align'.",
-                  "prefix": "Chunked prefill is required for Mamba prefix caching."}
-
-
-def check_mamba_prefix_caching(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
-    """vLLM's refusals of prefix caching on Mamba / linear-attention layers: V1 0.9.2-0.10.1
-    (on by default there; `rules.mamba_pc_refused`), and "align" mode's asserts from 0.15
-    (chunked prefill turned off; speculative decoding in 0.15-0.16). Raises UsageError."""
-    if rules.engine != "v1" or not _memo.has_mamba(spec):
-        return
-    if s.enable_prefix_caching is not False and mamba_refuses(rules.mamba_pc_refused, spec):
-        raise UsageError("Prefix caching is not supported for Mamba yet.",
-                         where="--enable-prefix-caching",
-                         fix="Pass --no-enable-prefix-caching, or leave the engine to vLLM "
-                             "(it runs Mamba models on V0 in this release)")
-    if mamba_cache_mode(spec, s, rules) != "align":
-        return
-    if rules.msg_mamba_chunked and s.enable_chunked_prefill is False:
-        raise UsageError(_MAMBA_CHUNKED[rules.msg_mamba_chunked],
-                         where="--no-enable-chunked-prefill",
-                         fix="Keep chunked prefill on, or pass --no-enable-prefix-caching")
-    if rules.mamba_align_refuses_spec and speculates(s):
-        raise UsageError("Mamba cache mode 'align' is currently not compatible with "
-                         "speculative decoding.", where="--enable-prefix-caching",
-                         fix="Pass --no-enable-prefix-caching, or use vLLM 0.17 or newer")
-
-
-# speculative methods of vLLM's EagleModelTypes (EAGLE, EAGLE-3, MTP kinds, DFlash)
-_EAGLE_KINDS = frozenset({"eagle", "eagle3", "extract_hidden_states", "mtp", "dflash"})
-
-
-def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules,
-                     v2: bool | None = None) -> bool:
-    """Whether the engine schedules asynchronously: the flag, else the version's default
-    (0.14+; config/vllm.py): off for pooling models, for speculative methods other than
-    EAGLE / MTP kinds and the release's `async_spec_ok`, with PP (0.14-0.15; the V1 runner
-    from 0.32) and with a Mamba cache mode (0.16). From 0.33 only the V1 model runner turns
-    it off for speculation or PP (`v2`: whether Model Runner V2 runs, when known)."""
-    if rules.engine != "v1":
-        return False
-    if s.async_scheduling is not None:
-        return s.async_scheduling
-    if not rules.async_scheduling_default or is_pooling(spec, s):
-        return False
-    spec_off = bool(s.num_speculative_tokens) and not _async_spec_ok(s, rules)
-    pp_off = s.pipeline_parallel_size > 1 and rules.async_off_pp is not None
-    if spec_off or pp_off:
-        # NOTE: 0.33 turns it off for the V1 model runner only; 0.32 for PP on it only
-        v1_only = rules.async_v1_runner_only or (pp_off and not spec_off
-                                                  and rules.async_off_pp == "v1_runner")
-        if not v1_only:
-            return False
-        return model_runner_v2(spec, s, rules) if v2 is None else v2
-    return not (rules.async_off_mamba_pc and mamba_cache_mode(spec, s, rules) != "none")
-
-
-def check_async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
-    """An explicit --async-scheduling with what the release cannot run with it: speculation
-    beyond the methods it allows, PP (`rules.async_explicit_ok`, `msg_async_*`); from 0.33
-    only on the V1 model runner. Raises UsageError."""
-    if not s.async_scheduling or rules.engine != "v1" or rules.msg_async_spec is None:
-        return
-    if rules.async_v1_runner_only and model_runner_v2(spec, s, rules):
-        return
-    method = s.speculative_method or "mtp"
-    allowed = rules.async_explicit_ok
-    spec_bad = bool(s.num_speculative_tokens) and (allowed is None or not (
-        method in _EAGLE_KINDS or method.endswith("_mtp") or method in allowed))
-    if spec_bad:
-        raise UsageError(rules.msg_async_spec.format(method=method), where="--async-scheduling",
-                         fix="Drop --async-scheduling (vLLM then schedules synchronously)")
-    if s.pipeline_parallel_size > 1 and rules.msg_async_pp:
-        raise UsageError(rules.msg_async_pp, where="--async-scheduling",
-                         fix="Drop --async-scheduling, or use tensor parallelism")
-
-
-def _async_spec_ok(s: Settings, rules: VllmRules) -> bool:
-    method = s.speculative_method or "mtp"
-    return method in _EAGLE_KINDS or method.endswith("_mtp") or method in rules.async_spec_ok
-
-
-def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
-                    mamba_mode: str | None = None) -> bool:
-    """Whether Model Runner V2 runs the model (`mamba_mode`: `mamba_cache_mode`, when the
-    caller has it)."""
-    mode = rules.model_runner_v2
-    if mode in ("none", "off"):
-        return False
-    # NOTE: speculative methods Model Runner V2 does not run fall back to the V1 runner, as
-    # mamba_cache_mode "all" does
-    if s.num_speculative_tokens and s.speculative_method in rules.v1_runner_spec_methods:
-        return False
-    if (mamba_mode or mamba_cache_mode(spec, s, rules)) == "all":
-        return False
-    if mode == "all":
-        return True
-    listed = spec.architecture in rules.v2_archs
-    if mode == "archs":
-        return listed and not (rules.v2_dense_unquantized_only
-                               and (spec.moe is not None or spec.quant is not None
-                                    or bool(s.quantization)))
-    kinds = spec.attention_kinds()
-    if MAMBA in kinds or not kinds - {MAMBA, NONE}:        # hybrid or attention-free: V1
-        return False
-    return listed or spec.moe is None
 
 
 def custom_all_reduce_in_n(s: Settings, rules: VllmRules, gpu: GpuSpec, eager: bool) -> bool:
