@@ -40,7 +40,7 @@ def test_pp_layout_by_release_and_env(version, env, sizes):
     """The planned stages hold the layers vLLM's `get_pp_indices` gives them: Llama-3.1-8B's
     32 layers over 3 stages (each stage's KV layer count and weights follow)."""
     from vramguard.core.gpu_catalog import lookup_gpu
-    from vramguard.core.rules import apply_env
+    from vramguard.core.rules_env import apply_env
     spec = llama31_8b()
     s = Settings(pipeline_parallel_size=3, max_model_len=4096)
     rules = apply_env(resolve_rules(version), env)

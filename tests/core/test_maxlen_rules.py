@@ -98,7 +98,7 @@ def test_the_tokenizer_caps_every_model_in_0_9_1_and_encoders_later():
 
 # ---- the derivation and the too-long message by release (released code, 0.4.0-0.33.0) ----
 def R(version, **env):
-    from vramguard.core.rules import apply_env
+    from vramguard.core.rules_env import apply_env
     return apply_env(resolve_rules(version), env or None)
 
 

@@ -575,7 +575,8 @@ def test_catalog_lookup_loose_and_suggestions():
 
 
 def test_graph_estimate_env_switches_the_budget():
-    from vramguard.core.rules import apply_env, resolve_rules
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.rules_env import apply_env
     env0 = {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}
     env1 = {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1"}
     assert apply_env(resolve_rules("0.30.0"), env0).graph_budget == "estimated"
@@ -679,7 +680,8 @@ def test_model_runner_v2_env_switch():
     """VLLM_USE_V2_MODEL_RUNNER picks the runner where V2 exists (0.12+; a default from
     0.22): with V2 the profile run has no rejection sampler; =0 brings the v1 runner's back."""
     from core_specs import qwen3_next_kv_only
-    from vramguard.core.rules import apply_env, resolve_rules
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.rules_env import apply_env
     assert apply_env(resolve_rules("0.30.0"), {"VLLM_USE_V2_MODEL_RUNNER": "0"}) \
         .model_runner_v2 == "off"
     assert apply_env(resolve_rules("0.26.0"), {"VLLM_USE_V2_MODEL_RUNNER": "1"}) \
@@ -942,7 +944,7 @@ def test_model_runner_v2_by_release_and_architecture():
     from dataclasses import replace
     from core_specs import qwen3_next_kv_only
     from vramguard.core.model import MoESpec, QuantSpec
-    from vramguard.core.rules import apply_env
+    from vramguard.core.rules_env import apply_env
     from vramguard.core.stage_terms import model_runner_v2
     s = Settings()
     llama = llama31_8b()

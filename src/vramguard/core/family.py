@@ -17,7 +17,8 @@ from .effective import SettingsBase, settings_base
 from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
 from .model import ModelSpec
-from .rules import NEWEST_VERSION, VllmRules, apply_device, apply_env
+from .rules import NEWEST_VERSION, VllmRules
+from .rules_env import apply_device, apply_env
 from .runner import check_async_scheduling, check_mamba_prefix_caching
 from .settings import Settings, is_pooling
 from .stage_terms import base_terms, fixed_terms, runtime_base, runtime_fixed
