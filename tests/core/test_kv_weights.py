@@ -900,3 +900,44 @@ def test_some_model_classes_hold_embedding_and_head_on_every_pp_stage():
     a, b = weights_per_rank(llama, pp2)
     assert abs(a.derived_bytes + b.derived_bytes
                - weights_per_rank(llama, Settings())[0].derived_bytes) < 1e6
+
+
+def test_expert_parallel_places_whole_experts_and_pads_whole_experts():
+    """fused_moe/layer.py: with expert parallelism the first E % EP ranks hold ceil(E / EP)
+    experts (the heaviest rank's share is planned); without it every rank holds a 1 / (TP x
+    DP) slice of each. MXFP4 pads the per-rank intermediate size (whole under EP: 2,880 ->
+    3,072; 2,880 / 8 = 360 -> 512 without)."""
+    from dataclasses import replace
+    from vramguard.core.weights import _expert_padding, effective_quant, moe_partition
+    from vramguard.sources.resolve import load_model_spec
+    mix = load_model_spec("mistralai/Mixtral-8x7B-Instruct-v0.1", offline=True)
+    experts = sum(l.params.experts for l in mix.layers)
+    ep = Settings(tensor_parallel_size=2, data_parallel_size=3, enable_expert_parallel=True)
+    no_ep = replace(ep, enable_expert_parallel=False)
+    w_ep, w_tp = weights_per_rank(mix, ep)[0].params, weights_per_rank(mix, no_ep)[0].params
+    assert w_ep - w_tp == experts * 2 // 8 - experts // 6
+    gpt = load_model_spec("openai/gpt-oss-120b", offline=True)
+    q = effective_quant(gpt, Settings())
+    assert moe_partition(Settings(tensor_parallel_size=8, enable_expert_parallel=True)) == 1
+    assert _expert_padding(gpt, q, 1, (9, 0)) == 3072 / 2880
+    assert _expert_padding(gpt, q, 8, (9, 0)) == 512 / 360
+
+
+def test_fused_moe_workspace_holds_one_chunk_of_tokens():
+    """VLLM_FUSED_MOE_CHUNK_SIZE: the fused-MoE kernel sizes its workspace for at most 16,384
+    tokens in 0.12-0.17 (32,768 in 0.6-0.11); from 0.18 for every batched token."""
+    from vramguard.sources.resolve import load_model_spec
+    moe = load_model_spec("Qwen/Qwen3-30B-A3B", offline=True)
+    h100 = GpuSpec(name="H100", total_bytes=80 * GIB)
+
+    def act(version, tokens):
+        s = Settings(max_model_len=32768, max_num_batched_tokens=tokens, max_num_seqs=256,
+                     user_set=frozenset({"max_num_batched_tokens", "max_num_seqs"}))
+        return plan(moe, s, h100, vllm_version=version).tightest.activation.value_bytes
+    m = moe.moe
+    per_token = m.num_experts_per_tok * (3 * m.moe_intermediate_size + moe.hidden_size) * 2 * 1.6
+    dense = 2048 * 30.0                      # hidden x bytes per token (v1)
+    grow14 = act("0.14.0", 65536) - act("0.14.0", 32768)
+    grow18 = act("0.18.0", 65536) - act("0.18.0", 32768)
+    assert abs(grow14 - 32768 * dense) < 1e4
+    assert abs(grow18 - 32768 * (dense + per_token)) < 1e4

@@ -81,6 +81,7 @@ class ProfileShape:
     encoder_kept_bytes: int = 0     # v1: their outputs, alive through the text forward
     sampler: bool = True            # False: a pooling model (no dummy sampler)
     encoder_dp: bool = False        # --mm-encoder-tp-mode data: whole items per TP rank
+    moe_chunk: int | None = None    # the fused-MoE kernel's token chunk (`rules.moe_chunk_tokens`)
 
 
 def vision_item(spec: ModelSpec) -> tuple[int, int]:
@@ -173,7 +174,10 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
     if spec.moe is not None:
         m = spec.moe
         inter = m.moe_intermediate_size / max(1, shape.moe_inter_divisor)
-        ws = t * m.num_experts_per_tok * (3 * inter + spec.hidden_size) * 2
+        # NOTE: the fused-MoE kernel runs the tokens in chunks of VLLM_FUSED_MOE_CHUNK_SIZE
+        # (0.5.1-0.17), sizing its workspace for one chunk
+        mt = min(t, shape.moe_chunk) if shape.moe_chunk else t
+        ws = mt * m.num_experts_per_tok * (3 * inter + spec.hidden_size) * 2
         total += int(ws * ACT_MOE_FACTOR)
     if shape.last_pp_rank and shape.sampler and not spec.is_encoder_only:
         total += int(shape.num_reqs * spec.vocab_size * 4 * shape.sampler_copies)

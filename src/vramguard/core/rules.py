@@ -395,6 +395,10 @@ class VllmRules:
     # max(1, min(max_num_seqs, max_num_batched_tokens // worst-case mm tokens)) sequences,
     # so the dummy sampler runs that many requests, not min(max_num_seqs, tokens)
     v0_mm_profile_seqs: bool = False
+    # VLLM_FUSED_MOE_CHUNK_SIZE's default: the fused-MoE kernel's workspace holds this many
+    # tokens at most (65,536 in 0.5.1-0.5.x, 32,768 0.6-0.11, 16,384 0.12-0.17; no chunking
+    # from 0.18, fused_moe/fused_moe.py)
+    moe_chunk_tokens: int | None = None
     # V1's encoder dummy batch (`activation.v1_mm_items`): "cdiv" (0.7-0.9.2), "floor"
     # (0.10.0), "per_prompt" (0.10.1+); the per-prompt image limit when none is given (1,
     # 999 from 0.8.4); 0.11.0-0.11.2 pad each dummy output to the encoder budget's rows

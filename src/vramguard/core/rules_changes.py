@@ -52,6 +52,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.3", "v0", {"v0_pooling_min_tokens": 32768},
      "'Loading model weights took %.4f GB' (§1b); embedding models: at least 32768 batched "
      "tokens (config.py _EMBEDDING_MODEL_MAX_NUM_BATCHED_TOKENS)"),
+    ("0.5.1", "both", {"moe_chunk_tokens": 65536},
+     "the fused-MoE kernel runs in chunks of VLLM_FUSED_MOE_CHUNK_SIZE tokens (envs.py)"),
     ("0.5.1", "both", {"lora_no_chunked": True},
      "'LoRA is not supported with chunked prefill yet.' (config.py LoRAConfig)"),
     ("0.5.1", "v0", {"v0_mm_profile_seqs": True},
@@ -80,6 +82,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "--block-size choices (engine/arg_utils.py; 0.6.0 goes back to 8, 16, 32)"),
     ("0.5.5", "both", {"gguf_loader": True},
      "GGUF checkpoints (model_loader GGUFModelLoader, layers/quantization/gguf.py)"),
+    ("0.6.0", "both", {"moe_chunk_tokens": 32768}, "... 32,768 by default"),
     ("0.6.0", "both", {"block_size_prog": "vllm serve", "block_size_choices": (8, 16, 32)},
      "the `vllm serve` entry point; --block-size choices (engine/arg_utils.py)"),
     ("0.6.0", "v0", {"v0_mm_min_tokens": 4096},
@@ -446,6 +449,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.2", "v1", {"dcp": "gqa"},
      "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
      "(config/model.py)"),
+    ("0.12.0", "both", {"moe_chunk_tokens": 16384}, "... 16,384 by default"),
     ("0.12.0", "both", {"lora_extra_vocab": 0}, "--lora-extra-vocab-size removed"),
     ("0.12.0", "v1", {"mm_outputs_padded": False}, "... padded to one item's tokens"),
     ("0.12.0", "v1", {"cudagraph_control": "opt", "piecewise_assert": None},
@@ -577,6 +581,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "captures sizes 1-32 one by one (config/vllm.py _set_cudagraph_sizes)"),
     ("0.17.0", "v1", {"profile_sampler_copies": 2.1},
      "in-place Triton top-k/top-p in the dummy sampler (v1/sample/ops/topk_topp_triton.py)"),
+    ("0.18.0", "both", {"moe_chunk_tokens": None}, "no fused-MoE chunking (fused_moe.py)"),
     ("0.18.0", "v1", {"async_explicit_ok": frozenset({"draft_model", "ngram_gpu"}),
                       "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP/Draft Model/NGram GPU kind of "
                                         "speculative decoding"}, "... ngram_gpu allowed"),

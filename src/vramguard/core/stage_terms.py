@@ -23,7 +23,7 @@ from .provenance import Estimate, Source
 from .rules import VllmRules
 from .runner import async_scheduling, mamba_cache_mode, model_runner_v2
 from .settings import Settings, is_pooling
-from .weights import LoraRules, draft_bytes, pp_layer_split, runtime_dtype_bytes
+from .weights import LoraRules, draft_bytes, moe_partition, pp_layer_split, runtime_dtype_bytes
 
 if TYPE_CHECKING:
     from .planner import PlanHooks
@@ -100,7 +100,7 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             dtype_bytes=dtype_b,
             engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
             encoder_items=items, encoder_kept_bytes=kept, sampler=sampler,
-            encoder_dp=s.mm_encoder_tp_mode == "data"))
+            encoder_dp=s.mm_encoder_tp_mode == "data", moe_chunk=rules.moe_chunk_tokens))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
@@ -207,7 +207,7 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         n_est = Estimate.banded(non_torch, act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         out.append((r, rng, w_est, n_est, v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
-    ep_div = 1 if s.enable_expert_parallel else tp
+    ep_div = moe_partition(s)
     ctx = (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
            async_scheduling(spec, s, rules, v2), v2, not is_pooling(spec, s))
     return tuple(out), dtype_b, mamba_mode, mla_align, ctx

@@ -102,6 +102,14 @@ def effective_quant(spec: ModelSpec, settings: Settings) -> QuantSpec | None:
     return QuantSpec(method=q, linear_bytes_per_param=rate)
 
 
+def moe_partition(settings: Settings) -> int:
+    """Ranks one expert's intermediate size is split over: none with expert parallelism
+    (whole experts per rank), else TP x DP (fused_moe/layer.py `flatten_tp_across_dp`)."""
+    if settings.enable_expert_parallel:
+        return 1
+    return settings.tensor_parallel_size * settings.data_parallel_size
+
+
 def _expert_padding(spec: ModelSpec, quant: QuantSpec | None, tp: int,
                     compute_capability: tuple[int, int] | None) -> float:
     """MXFP4 MoE kernels pad the per-rank expert intermediate size to a multiple of 256;
@@ -158,6 +166,10 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     # without it the MoE layer flattens TP x DP into one tensor-parallel group
     # (fused_moe/layer.py `flatten_tp_size`, 0.8+)
     ep = tp * settings.data_parallel_size
+    # NOTE: expert parallelism places whole experts; the first E % EP ranks hold one more
+    # (fused_moe/layer.py `determine_expert_map`, 0.10.1+): the heaviest rank's share
+    per_rank = (-(-spec.moe.num_experts // ep) if settings.enable_expert_parallel
+                and spec.moe is not None and spec.moe.num_experts else None)
     lin = quant.linear_bytes_per_param if quant else dtype_b
     exp_b = (quant.expert_bytes_per_param if quant and quant.expert_bytes_per_param
              else lin)
@@ -173,7 +185,8 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
         att = p.attn_q / tp + p.attn_o / tp + p.attn_kv / kv_div
         rep = p.attn_replicated + p.router + p.norms
         dense = p.mlp / tp + p.shared_experts / tp + p.mixer / tp
-        experts = p.experts / ep
+        experts = (p.experts / ep if per_rank is None
+                   else p.experts * per_rank / spec.moe.num_experts)
         router_b = 4 if p.router_fp32 else dtype_b
         terms.append((att * att_b + dense * lin + experts * exp_b * expert_pad
                       + p.router * router_b + p.norms * dtype_b, p.attn_replicated * att_b))
@@ -354,7 +367,7 @@ def mtp_draft_bytes(spec: ModelSpec, settings: Settings, dtype_b: int, engine: s
                   final_norm_params=0, extra_params=0, extra_tp_params=0, vision=None,
                   tie_word_embeddings=False)
     layer_b, _ = _rank_bytes(one, replace(settings, pipeline_parallel_size=1), (0, 1), dtype_b,
-                             quant, _expert_padding(spec, quant, tp, None))
+                             quant, _expert_padding(spec, quant, moe_partition(settings), None))
     copies = (0 if head_shared else spec.mtp_head_params) + (
         spec.mtp_embed_params if settings.pipeline_parallel_size > 1 else 0)
     return int(n * (layer_b + (2 * h * h + 3 * h) * dtype_b) + copies * dtype_b / tp)
@@ -424,7 +437,7 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
     offload_total = int(settings.cpu_offload_gb * _GIB)
     out = []
     for stage in range(pp):
-        pad = _expert_padding(spec, quant, settings.tensor_parallel_size, compute_capability)
+        pad = _expert_padding(spec, quant, moe_partition(settings), compute_capability)
         b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad, index,
                                 pp_layout, vision_every_stage)
         scaled = b * scale
