@@ -788,16 +788,26 @@ def test_routed_experts_split_over_tp_times_dp_with_or_without_expert_parallel()
     assert dp2 < 0.55 * w()
 
 
-def test_mxfp4_marlin_pads_the_expert_size_to_128():
-    """quantization/mxfp4.py: before Hopper (Marlin) the per-rank expert intermediate size is
-    rounded up to 128 and the hidden size to 256; Hopper's Triton path to 256."""
-    from vramguard.core.weights import _expert_padding
+def test_mxfp4_kernel_layouts_by_gpu_and_release():
+    """quantization/mxfp4.py, fused_moe/oracle/mxfp4.py: Marlin (before Hopper, SM12x, and
+    Hopper before 0.12) rounds the per-rank expert intermediate size up to 128 and the
+    hidden size to 256; Triton (Hopper 0.12+) to 64, keeping the scales twice; FlashInfer
+    (B200) to 256 / 256, 128 / 256 from 0.27. gpt-oss-20b: 2,880 x 2,880."""
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.weights import _expert_padding, mxfp4_layout
     from vramguard.sources.resolve import load_model_spec
-    spec = load_model_spec("openai/gpt-oss-20b", offline=True)     # 2880 x 2880
-    marlin = _expert_padding(spec, spec.quant, 1, (8, 0))
-    triton = _expert_padding(spec, spec.quant, 1, (9, 0))
-    assert abs(marlin - (2944 / 2880) * (3072 / 2880)) < 1e-9
-    assert abs(triton - 3072 / 2880) < 1e-9
+    spec = load_model_spec("openai/gpt-oss-20b", offline=True)
+
+    def pad(version, cc):
+        layout = mxfp4_layout(resolve_rules(version), cc)
+        return _expert_padding(spec, spec.quant, 1, layout)
+    marlin = (2944 / 2880) * (3072 / 2880)
+    assert abs(pad("0.20.0", (8, 0)) - marlin) < 1e-9
+    assert abs(pad("0.11.0", (9, 0)) - marlin) < 1e-9
+    assert abs(pad("0.20.0", (12, 0)) - marlin) < 1e-9
+    assert abs(pad("0.20.0", (9, 0)) - (2880 / 2880) * (0.5 + 2 / 32) / (0.5 + 1 / 32)) < 1e-9
+    assert abs(pad("0.26.0", (10, 0)) - (3072 / 2880) * (3072 / 2880)) < 1e-9
+    assert abs(pad("0.27.0", (10, 0)) - (2944 / 2880) * (3072 / 2880)) < 1e-9
 
 
 def test_mla_and_chunked_local_attention_by_release():
@@ -919,8 +929,8 @@ def test_expert_parallel_places_whole_experts_and_pads_whole_experts():
     gpt = load_model_spec("openai/gpt-oss-120b", offline=True)
     q = effective_quant(gpt, Settings())
     assert moe_partition(Settings(tensor_parallel_size=8, enable_expert_parallel=True)) == 1
-    assert _expert_padding(gpt, q, 1, (9, 0)) == 3072 / 2880
-    assert _expert_padding(gpt, q, 8, (9, 0)) == 512 / 360
+    assert _expert_padding(gpt, q, 1, (128, 256, 1)) == 2944 / 2880 * 3072 / 2880
+    assert _expert_padding(gpt, q, 8, (128, 256, 1)) == 384 / 360 * 3072 / 2880
 
 
 def test_fused_moe_workspace_holds_one_chunk_of_tokens():

@@ -172,21 +172,23 @@ def resolve_rules(vllm_version: str | None = None, engine: str | None = None):
 
 
 def weights_per_rank(spec: ModelSpec, settings: Settings, compute_capability=None,
-                     lora=None, pp_layout=None, vision_every_stage=False):
+                     lora=None, pp_layout=None, vision_every_stage=False, mxfp4=None):
     """`weights.weights_per_rank`, cached per model on the fields it reads."""
     if not _enabled:
         return _weights.weights_per_rank(spec, settings, compute_capability,
                                          lora=lora or _weights.LoraRules(),
                                          pp_layout=pp_layout,
-                                         vision_every_stage=vision_every_stage)
-    key = (_weight_key(settings), compute_capability, lora, pp_layout, vision_every_stage)
+                                         vision_every_stage=vision_every_stage, mxfp4=mxfp4)
+    key = (_weight_key(settings), compute_capability, lora, pp_layout, vision_every_stage,
+           mxfp4)
     return _lookup(_table(spec, "weights"), key,
                    lambda: _weights.weights_per_rank(spec, settings, compute_capability,
                                                      scale=checkpoint_scale(spec),
                                                      index=layer_index(spec),
                                                      lora=lora or _weights.LoraRules(),
                                                      pp_layout=pp_layout,
-                                                     vision_every_stage=vision_every_stage))
+                                                     vision_every_stage=vision_every_stage,
+                                                     mxfp4=mxfp4))
 
 
 def checkpoint_scale(spec: ModelSpec) -> tuple[float, bool]:

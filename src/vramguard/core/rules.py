@@ -399,6 +399,11 @@ class VllmRules:
     # tokens at most (65,536 in 0.5.1-0.5.x, 32,768 0.6-0.11, 16,384 0.12-0.17; no chunking
     # from 0.18, fused_moe/fused_moe.py)
     moe_chunk_tokens: int | None = None
+    # MXFP4 MoE kernels (`weights.mxfp4_layout`): Hopper's ("marlin" before 0.12, whose
+    # Triton kernels were not bundled; "triton" from 0.12), FlashInfer's intermediate step on
+    # Blackwell (256, 128 from 0.27)
+    mxfp4_hopper: str = "marlin"
+    mxfp4_fi_inter: int = 256
     # V1's encoder dummy batch (`activation.v1_mm_items`): "cdiv" (0.7-0.9.2), "floor"
     # (0.10.0), "per_prompt" (0.10.1+); the per-prompt image limit when none is given (1,
     # 999 from 0.8.4); 0.11.0-0.11.2 pad each dummy output to the encoder budget's rows

@@ -449,6 +449,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.2", "v1", {"dcp": "gqa"},
      "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
      "(config/model.py)"),
+    ("0.12.0", "both", {"mxfp4_hopper": "triton"},
+     "MXFP4 MoE on Hopper: the bundled Triton kernels (quantization/mxfp4.py)"),
     ("0.12.0", "both", {"moe_chunk_tokens": 16384}, "... 16,384 by default"),
     ("0.12.0", "both", {"lora_extra_vocab": 0}, "--lora-extra-vocab-size removed"),
     ("0.12.0", "v1", {"mm_outputs_padded": False}, "... padded to one item's tokens"),
@@ -692,6 +694,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "hybrid attn now.' removed"),
     ("0.26.0", "v1", {"graph_probe_rocm": True},
      "CUDA-graph memory probe on ROCm too (gpu_worker.py is_cuda_alike, PR 44825)"),
+    ("0.27.0", "both", {"mxfp4_fi_inter": 128},
+     "FlashInfer TRT-LLM MXFP4: intermediate size to 128 (fused_moe/oracle/mxfp4.py)"),
     ("0.27.0", "v1", {"mm_ipc_reserve": "0.27"},
      "the reservation moved to multimodal/gpu_ipc_memory.py (hw_decoders in its refusal)"),
     ("0.27.0", "v1", {"consumed_model": True}, "K = ceil(uT) - (C + H) - G (§1a)"),

@@ -23,7 +23,8 @@ from .provenance import Estimate, Source
 from .rules import VllmRules
 from .runner import async_scheduling, mamba_cache_mode, model_runner_v2
 from .settings import Settings, is_pooling
-from .weights import LoraRules, draft_bytes, moe_partition, pp_layer_split, runtime_dtype_bytes
+from .weights import (LoraRules, draft_bytes, moe_partition, mxfp4_layout, pp_layer_split,
+                      runtime_dtype_bytes)
 
 if TYPE_CHECKING:
     from .planner import PlanHooks
@@ -179,8 +180,10 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     # Runner V2 on the first only)
     towers = (pp > 1 and spec.vision is not None and rules.engine == "v1"
               and not (v2 and rules.v2_tower_first_stage))
+    mxfp4 = (mxfp4_layout(rules, gpu.compute_capability, gpu.vendor)
+             if spec.quant is not None and spec.quant.method == "mxfp4" else None)
     weights = _memo.weights_per_rank(spec, s, gpu.compute_capability, lora,
-                                     rules.pp_layout, towers)
+                                     rules.pp_layout, towers, mxfp4)
     dtype_b = runtime_dtype_bytes(s)
     eager = bool(s.enforce_eager) or device == "cpu"
     graph_mode = cudagraph_mode(s, rules, device, spec)

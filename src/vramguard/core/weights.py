@@ -110,20 +110,40 @@ def moe_partition(settings: Settings) -> int:
     return settings.tensor_parallel_size * settings.data_parallel_size
 
 
+def mxfp4_layout(rules, compute_capability: tuple[int, int] | None,
+                 vendor: str = "nvidia") -> tuple[int, int, int]:
+    """(intermediate step, hidden step, scale copies) of the MXFP4 MoE kernel vLLM picks
+    (quantization/mxfp4.py `get_mxfp4_backend`, fused_moe/oracle/mxfp4.py): Marlin before
+    Hopper, on SM12x and on Hopper before 0.12 (its Triton kernels were not bundled) pads
+    the per-rank intermediate size to 128 and the hidden size to 256; Triton (Hopper 0.12+)
+    to 64, keeping the scales twice (the swizzled copy beside the loaded one); FlashInfer
+    (Blackwell SM10x) to 256 / 256, 128 / 256 from 0.27 (`rules.mxfp4_*`)."""
+    cc = compute_capability
+    if rules is None or vendor != "nvidia" or cc is None:
+        return 256, 1, 1
+    if cc < (9, 0) or cc[0] == 12 or (cc[0] == 9 and rules.mxfp4_hopper == "marlin"):
+        return 128, 256, 1
+    if cc[0] == 9:
+        return 64, 1, 2
+    if cc[0] == 10:
+        return rules.mxfp4_fi_inter, 256, 1
+    return 256, 1, 1
+
+
 def _expert_padding(spec: ModelSpec, quant: QuantSpec | None, tp: int,
-                    compute_capability: tuple[int, int] | None) -> float:
-    """MXFP4 MoE kernels pad the per-rank expert intermediate size to a multiple of 256;
-    the Marlin path used before Hopper to a multiple of 128, and the hidden size to 256
-    (quantization/mxfp4.py `round_up`)."""
+                    layout: tuple[int, int, int] | None) -> float:
+    """MXFP4 MoE experts' bytes over their unpadded MXFP4 bytes on one rank: the kernel's
+    padding of the per-rank intermediate and hidden sizes, and a second copy of the scales
+    (`mxfp4_layout`)."""
     if not quant or quant.method != "mxfp4" or spec.moe is None:
         return 1.0
+    inter_step, hidden_step, copies = layout or (256, 1, 1)
     inter = max(1, spec.moe.moe_intermediate_size // max(1, tp))
-    marlin = compute_capability is not None and compute_capability < (9, 0)
-    step = 128 if marlin else 256
-    f = -(-inter // step) * step / inter
-    if marlin:
-        h = max(1, spec.hidden_size)
-        f *= -(-h // 256) * 256 / h
+    f = -(-inter // inter_step) * inter_step / inter
+    h = max(1, spec.hidden_size)
+    f *= -(-h // hidden_step) * hidden_step / h
+    if copies > 1:
+        f *= (0.5 + copies / 32) / (0.5 + 1 / 32)
     return f
 
 
@@ -418,13 +438,15 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
                      scale: tuple[float, bool] | None = None,
                      index=None, lora: LoraRules = LoraRules(),
                      pp_layout: str | tuple[int, ...] | None = None,
-                     vision_every_stage: bool = False) -> tuple[RankWeights, ...]:
+                     vision_every_stage: bool = False,
+                     mxfp4: tuple[int, int, int] | None = None) -> tuple[RankWeights, ...]:
     """Weight bytes on each PP stage (TP ranks of one stage hold the same amount).
 
     `scale`: `checkpoint_scale(spec)`, `index`: `layer_index(spec)`, when the caller has
     them (they depend on the model alone); `lora`: the release's LoRA rules (`LoraRules`);
     `pp_layout`: the layers per stage (`rules.pp_layout`); `vision_every_stage`: every PP
-    stage builds the multimodal towers (V1's model classes, `stage_terms.runtime_fixed`)."""
+    stage builds the multimodal towers (V1's model classes, `stage_terms.runtime_fixed`);
+    `mxfp4`: the MXFP4 kernel's layout (`mxfp4_layout`)."""
     dtype_b = runtime_dtype_bytes(settings)
     quant = effective_quant(spec, settings)
     pp = settings.pipeline_parallel_size
@@ -437,7 +459,7 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
     offload_total = int(settings.cpu_offload_gb * _GIB)
     out = []
     for stage in range(pp):
-        pad = _expert_padding(spec, quant, moe_partition(settings), compute_capability)
+        pad = _expert_padding(spec, quant, moe_partition(settings), mxfp4)
         b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad, index,
                                 pp_layout, vision_every_stage)
         scaled = b * scale
