@@ -341,3 +341,21 @@ def test_compressed_tensors_linear_schemes(config, qc, schemes):
     of core/quant_schemes.py read them)."""
     cfg = dict(config("Qwen__Qwen3-30B-A3B"), quantization_config=qc)
     assert spec_from_config(cfg, name="q").quant.linear_schemes == schemes
+
+
+def test_modelopt_exclude_list_and_shared_expert_gate():
+    """ModelOpt's exclude list keeps the matching layers 16-bit (`is_layer_excluded`, with
+    wildcards); a skipped `mlp.shared_expert_gate` is not the shared expert."""
+    from vramguard.sources.quant import NVFP4, quant_from_config
+    q = quant_from_config({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16,
+                           "exclude_modules": ["lm_head", "model.layers.*.self_attn*"]},
+                          where="x")
+    assert q.attention_bytes_per_param == 2.0 and q.linear_bytes_per_param == NVFP4
+    fp8 = quant_from_config({"quant_method": "fp8", "weight_block_size": [128, 128],
+                             "modules_to_not_convert": ["model.layers.0.mlp.shared_expert_gate",
+                                                        "lm_head"]}, where="x")
+    assert fp8.linear_bytes_per_param < 1.1 and fp8.expert_bytes_per_param is None
+    dense = quant_from_config({"quant_method": "fp8", "weight_block_size": [128, 128],
+                               "modules_to_not_convert": ["model.layers.0.mlp.shared_expert"]},
+                              where="x")
+    assert dense.linear_bytes_per_param == 2.0

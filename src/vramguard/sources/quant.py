@@ -7,6 +7,8 @@ weights, e.g. GPTQ int4 group 128: 0.5 packed + 2/128 fp16 scales + 0.5/128 pack
 
 from __future__ import annotations
 
+import re
+
 from ..core.model import QuantSpec
 from ..errors import SourceError
 
@@ -59,6 +61,9 @@ def _names(qc: dict, *keys: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+_SHARED_EXPERT = re.compile(r"shared_experts?(?!_gate)")
+
+
 def _split_by_skips(per: float, skip: tuple[str, ...]) -> dict:
     """Rates per component when the skip list keeps attention or dense MLPs 16-bit.
 
@@ -67,7 +72,9 @@ def _split_by_skips(per: float, skip: tuple[str, ...]) -> dict:
     """
     low = [s.lower() for s in skip]
     attn = any("self_attn" in s or ".attn" in s or s.endswith("attn") for s in low)
-    dense = any("shared_expert" in s or ("mlp" in s and "proj" in s) for s in low)
+    # NOTE: `mlp.shared_expert_gate` (a tiny gate Qwen3-Next / Qwen3.5 keep 16-bit) is not
+    # the shared expert itself
+    dense = any(_SHARED_EXPERT.search(s) or ("mlp" in s and "proj" in s) for s in low)
     out = {"linear_bytes_per_param": 2.0 if dense else per}
     if dense:
         out["expert_bytes_per_param"] = per
@@ -247,12 +254,15 @@ def _modelopt(qc: dict, skip: tuple[str, ...]) -> QuantSpec:
     kv_algo = qc.get("kv_cache_quant_algo")
     kv = str(kv_algo).lower() if isinstance(kv_algo, str) and kv_algo else None
     group = _num(qc, "group_size")
+    # NOTE: ModelOpt's exclude list keeps the matching layers 16-bit (`is_layer_excluded`,
+    # wildcards such as `model.layers.*.self_attn*`)
     if algo == "NVFP4":
         return QuantSpec(method="modelopt_fp4", bits=4.5, group_size=int(group or 16),
-                         linear_bytes_per_param=NVFP4, unquantized_modules=skip, kv_cache_scheme=kv)
+                         unquantized_modules=skip, kv_cache_scheme=kv,
+                         **_split_by_skips(NVFP4, skip))
     if algo in ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"):
-        return QuantSpec(method="modelopt", bits=8, linear_bytes_per_param=FP8,
-                         unquantized_modules=skip, kv_cache_scheme=kv)
+        return QuantSpec(method="modelopt", bits=8, unquantized_modules=skip,
+                         kv_cache_scheme=kv, **_split_by_skips(FP8, skip))
     if algo == "MIXED_PRECISION":
         rates = _mixed_rates(qc.get("quantized_layers"))
         # NOTE: without the per-layer map, assume the common recipe (GLM-5, DeepSeek NVFP4
