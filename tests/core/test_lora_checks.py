@@ -106,3 +106,4 @@ def test_lora_graph_cases_by_release_and_specialize_active_lora():
     assert lora_graph_cases(spec, resolve_rules("0.20.0")) == 5
     assert lora_graph_cases(spec.with_(max_loras=64), resolve_rules("0.20.0")) == 1 + 8
     assert lora_graph_cases(Settings(), resolve_rules("0.20.0")) == 1
+

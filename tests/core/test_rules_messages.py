@@ -30,6 +30,7 @@ ROWS = {
                           interleaved_swa_off=None,
                           log_weights="loading_gb", v0_chunked_prefill_auto=False,
                           v0_mm_profile_seqs=False),
+    ("0.5.0", "v0"): dict(bnb_parallel="tp_or_pp"),
     ("0.5.1", "v0"): dict(interleaved_swa_off="always", msg_interleaved_swa="gemma2",
                           interleaved_swa_types=frozenset({"gemma2"}),
                           v0_mm_profile_seqs=True, v0_mm_dropped_when_long=False),

@@ -403,6 +403,11 @@ class VllmRules:
     # Triton kernels were not bundled; "triton" from 0.12), FlashInfer's intermediate step on
     # Blackwell (256, 128 from 0.27)
     mxfp4_hopper: str = "marlin"
+    # bitsandbytes with parallelism: "tp_or_pp" (0.5.0-0.6.1: any bnb with TP or PP > 1),
+    # "prequant_tp" (0.6.2-0.6.6) / "prequant_tp_long" (0.7+: a pre-quantized checkpoint
+    # with TP > 1); pre-quantized MoE refused from 0.10 (model_loader)
+    bnb_parallel: str | None = None
+    bnb_prequant_moe: bool = False
     mxfp4_fi_inter: int = 256
     # V1's encoder dummy batch (`activation.v1_mm_items`): "cdiv" (0.7-0.9.2), "floor"
     # (0.10.0), "per_prompt" (0.10.1+); the per-prompt image limit when none is given (1,

@@ -52,6 +52,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.3", "v0", {"v0_pooling_min_tokens": 32768},
      "'Loading model weights took %.4f GB' (§1b); embedding models: at least 32768 batched "
      "tokens (config.py _EMBEDDING_MODEL_MAX_NUM_BATCHED_TOKENS)"),
+    ("0.5.0", "both", {"bnb_parallel": "tp_or_pp"},
+     "'BitAndBytes quantization with TP or PP is not supported yet.' (config.py)"),
     ("0.5.1", "both", {"moe_chunk_tokens": 65536},
      "the fused-MoE kernel runs in chunks of VLLM_FUSED_MOE_CHUNK_SIZE tokens (envs.py)"),
     ("0.5.1", "both", {"lora_no_chunked": True},
@@ -90,6 +92,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.6.1", "both", {"pp_archs": _PP_061}, "... + InternLM2, InternVL"),
     ("0.6.1", "v0", {"v0_auto_chunk_blockers": frozenset({"sliding", "lora", "spec", "mamba"})},
      "auto chunked prefill: prefix caching no longer blocks it"),
+    ("0.6.2", "both", {"bnb_parallel": "prequant_tp"},
+     "only pre-quantized bitsandbytes refuses TP (model_executor/model_loader/loader.py)"),
     ("0.6.2", "both", {"pp_archs": _PP_062}, "... + Qwen2-VL"),
     ("0.6.2", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "mamba", "multimodal"})},
@@ -130,6 +134,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "(quantization/fp8.py Fp8MoEMethod.create_weights)"),
     ("0.6.6", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
+    ("0.7.0", "both", {"bnb_parallel": "prequant_tp_long"}, "... reworded"),
     ("0.7.0", "both", {"lora_no_cpu_offload": "any"},
      "'CPU offload is not supported with LoRA yet.' (config.py)"),
     ("0.7.0", "both", {"mla_full_head_pad": False},
@@ -310,6 +315,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.0", "v1", {"hybrid_page_unification": True}, "§4.2"),
     ("0.10.0", "v1", {"chunked_local_spec": True},
      "ChunkedLocalAttentionSpec (v1/kv_cache_interface.py; before, chunked layers are full)"),
+    ("0.10.0", "both", {"bnb_prequant_moe": True},
+     "'Prequant BitsAndBytes models with FusedMoE is not supported yet.' (bitsandbytes_loader.py)"),
     ("0.10.0", "both", {"draft_model": "none_0100"},
      "'Speculative decoding with draft model is not supported yet' (config.py "
      "SpeculativeConfig, engine/arg_utils.py); vllm/spec_decode (v0) removed"),

@@ -1,0 +1,47 @@
+"""vLLM's refusals of a quantization method with a parallel layout or a model kind
+(core/quant_checks.py), read in each release's config.py / model loader."""
+
+import pytest
+
+from core_specs import llama31_8b
+from vramguard.core.gpu_catalog import lookup_gpu
+from vramguard.core.planner import plan
+from vramguard.core.settings import Settings
+from vramguard.errors import UsageError
+
+H100 = lookup_gpu("H100-80GB")
+
+
+
+def test_bitsandbytes_with_parallelism_and_moe():
+    """0.5.0-0.6.1: bitsandbytes with TP or PP > 1 is refused (config.py); from 0.6.2 only a
+    pre-quantized checkpoint with TP > 1 (model_loader), reworded in 0.7; from 0.10 a
+    pre-quantized MoE checkpoint too."""
+    from dataclasses import replace
+
+    from vramguard.core.model import QuantSpec
+    bnb = QuantSpec(method="bitsandbytes", bits=4, linear_bytes_per_param=0.53)
+    pre = replace(llama31_8b(), quant=bnb)
+
+    def what(spec, s, version):
+        with pytest.raises(UsageError) as exc:
+            plan(spec, s, H100, vllm_version=version)
+        return exc.value.what
+    tp2 = Settings(max_model_len=8192, tensor_parallel_size=2)
+    online = tp2.with_(quantization="bitsandbytes")
+    assert what(llama31_8b(), online, "0.6.1") == ("BitAndBytes quantization with TP or PP is "
+                                                   "not supported yet.")
+    plan(llama31_8b(), online, H100, vllm_version="0.6.2")
+    assert what(pre, tp2, "0.6.2") == ("Prequant BitsAndBytes models with TP is not "
+                                       "supported.Please try with PP.")
+    assert what(pre, tp2, "0.20.0") == ("Prequant BitsAndBytes models with tensor parallelism "
+                                        "is not supported. Please try with pipeline "
+                                        "parallelism.")
+    plan(pre, tp2.with_(tensor_parallel_size=1, pipeline_parallel_size=2), H100,
+         vllm_version="0.20.0")
+    from core_specs import dense
+    from vramguard.core.model import MoESpec
+    moe = replace(dense("m/moe"), quant=bnb,
+                  moe=MoESpec(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024))
+    assert what(moe, Settings(max_model_len=4096), "0.10.0").startswith("Prequant BitsAndBytes "
+                                                                         "models with FusedMoE")
