@@ -45,3 +45,20 @@ def test_bitsandbytes_with_parallelism_and_moe():
                   moe=MoESpec(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024))
     assert what(moe, Settings(max_model_len=4096), "0.10.0").startswith("Prequant BitsAndBytes "
                                                                          "models with FusedMoE")
+
+
+def test_fp8_moe_below_89_before_0_9():
+    """Up to 0.8.5 FP8 MoE layers run only the Triton fp8e4nv kernel: on an A100 the profile
+    run stops (vllm#17581); 0.9.0 runs them as Marlin weight-only."""
+    from dataclasses import replace
+
+    from core_specs import dense
+    from vramguard.core.model import MoESpec, QuantSpec
+    moe = replace(dense("q/moe-fp8"), quant=QuantSpec(method="fp8", linear_bytes_per_param=1.0),
+                  moe=MoESpec(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=1024))
+    a100 = lookup_gpu("A100-80GB")
+    with pytest.raises(UsageError) as exc:
+        plan(moe, Settings(max_model_len=4096), a100, vllm_version="0.8.5")
+    assert exc.value.what.startswith("type fp8e4nv not supported in this architecture.")
+    plan(moe, Settings(max_model_len=4096), a100, vllm_version="0.9.0")
+    plan(moe, Settings(max_model_len=4096), H100, vllm_version="0.8.5")

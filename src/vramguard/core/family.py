@@ -13,7 +13,7 @@ from . import _memo
 from . import activation as act
 from .draft import check_draft, check_speculative, falls_back_to_v0
 from .lora_checks import check_lora
-from .quant_checks import check_bitsandbytes
+from .quant_checks import check_bitsandbytes, check_fp8_moe
 from .effective import SettingsBase, settings_base
 from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
@@ -115,6 +115,7 @@ def check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
     check_speculative(spec, settings, rules)
     check_lora(settings, rules)
     check_bitsandbytes(spec, settings, rules)
+    check_fp8_moe(spec, settings, rules, gpu.compute_capability, gpu.vendor)
     check_mamba_prefix_caching(spec, settings, rules)
     check_async_scheduling(spec, settings, rules)
     if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:

@@ -9,13 +9,31 @@ from .model import ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["check_bitsandbytes"]
+__all__ = ["check_bitsandbytes", "check_fp8_moe"]
 
 _BNB_PARALLEL = {
     "tp_or_pp": "BitAndBytes quantization with TP or PP is not supported yet.",
     "prequant_tp": "Prequant BitsAndBytes models with TP is not supported.Please try with PP.",
     "prequant_tp_long": "Prequant BitsAndBytes models with tensor parallelism is not supported. "
                         "Please try with pipeline parallelism."}
+
+
+def check_fp8_moe(spec: ModelSpec, s: Settings, rules: VllmRules,
+                  compute_capability: tuple[int, int] | None, vendor: str) -> None:
+    """FP8 MoE layers below compute capability 8.9 up to 0.8.5: no Marlin fallback, and the
+    Triton kernel cannot compile fp8e4nv there (the profile run stops). Raises UsageError."""
+    cc = compute_capability
+    if (not rules.fp8_moe_needs_89 or spec.moe is None or vendor != "nvidia" or cc is None
+            or cc >= (8, 9)):
+        return
+    method = (spec.quant.method if spec.quant is not None else (s.quantization or "")).lower()
+    if method not in ("fp8", "fbgemm_fp8"):
+        return
+    raise UsageError("type fp8e4nv not supported in this architecture. The supported fp8 "
+                     "dtypes are ('fp8e4b15', 'fp8e5')", where="--quantization",
+                     fix=f"Use vLLM 0.9.0 or newer (FP8 MoE as Marlin weight-only below "
+                         f"compute capability 8.9), a GPU of 8.9+, or a 16-bit / int4 "
+                         f"checkpoint")
 
 
 def check_bitsandbytes(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:

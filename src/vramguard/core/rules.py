@@ -408,6 +408,9 @@ class VllmRules:
     # with TP > 1); pre-quantized MoE refused from 0.10 (model_loader)
     bnb_parallel: str | None = None
     bnb_prequant_moe: bool = False
+    # up to 0.8.5 FP8 MoE layers have no Marlin path: below compute capability 8.9 the
+    # Triton kernel fails in the profile run (fp8e4nv unsupported; Marlin from 0.9.0)
+    fp8_moe_needs_89: bool = True
     mxfp4_fi_inter: int = 256
     # V1's encoder dummy batch (`activation.v1_mm_items`): "cdiv" (0.7-0.9.2), "floor"
     # (0.10.0), "per_prompt" (0.10.1+); the per-prompt image limit when none is given (1,

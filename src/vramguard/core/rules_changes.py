@@ -265,6 +265,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.5", "both", {"block_size_choices": (1, 8, 16, 32, 64, 128)},
      "--block-size choices from BlockSize = Literal[...] (config.py)"),
     ("0.8.5", "v1", {"sched_defaults": "v1_085"}, "§9"),
+    ("0.9.0", "both", {"fp8_moe_needs_89": False},
+     "FP8 MoE runs as Marlin weight-only below compute capability 8.9 (quantization/fp8.py)"),
     ("0.9.0", "both", {"spec_self_mtp_types": frozenset({"deepseek_v3", "mimo"})}, "... + MiMo"),
     ("0.9.0", "v1", {"v1_spec_methods": frozenset({"ngram", "[ngram]", "medusa", "eagle", "eagle3", "deepseek_mtp"})},
      "... and Medusa, DeepSeek MTP"),
