@@ -179,3 +179,13 @@ def test_a_number_too_large_for_a_float_is_not_a_measurement():
             f"cache memory: {huge}.11 GiB\n").encode()
     fast, _ = _both(data)
     assert fast.available_kv_gib is None
+
+
+def test_continuation_cap_holds_across_chunks():
+    """A wrapped message whose continuations straddle a chunk boundary joins at most
+    MAX_CONTINUATION_LINES lines, as in one chunk (found by the chunking sweep above)."""
+    fit = b"ValueError: To serve at least one request with the models's max seq len (16384),\n"
+    data = fit + b"total_gpu_memory     79.22GiB\n" * 6 + b"\rValueError: No available memory."
+    ref = parse(data).to_dict()
+    for chunk in (1, 7, 64):
+        assert parse(data, chunk_bytes=chunk).to_dict()["errors"] == ref["errors"]

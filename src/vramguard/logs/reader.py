@@ -262,6 +262,7 @@ def scan(source, feed: Feed, *, max_line_bytes: int = MAX_LINE_BYTES,
     stream, _, owned = open_source(source)
     window = [STARTUP_WINDOW_BYTES]     # bytes before this offset get every anchor
     want_next = False
+    joined = [0]                        # continuation lines fed so far (across bodies)
     offset = 0
     try:
         for body in _bodies(stream, stats, max_line_bytes, chunk_bytes):
@@ -278,7 +279,7 @@ def scan(source, feed: Feed, *, max_line_bytes: int = MAX_LINE_BYTES,
                 if in_startup is not None and in_startup():
                     window[0] = max(window[0], offset + 1)
                 want_next = _scan_body(body, offset, window, feed, want_next,
-                                       max_line_bytes, stats)
+                                       max_line_bytes, stats, joined)
             offset += len(body)
     finally:
         if owned:
@@ -296,7 +297,7 @@ def _restart_at(body: bytes, spans: dict[int, int]) -> int | None:
 
 
 def _scan_body(body: bytes, offset: int, window: list[int], feed: Feed, want_next: bool,
-               max_line: int, stats: ScanStats) -> bool:
+               max_line: int, stats: ScanStats, joined: list[int]) -> bool:
     if offset < window[0]:
         spans = _candidates(body, FULL_ANCHORS, max_line)
     else:
@@ -309,27 +310,32 @@ def _scan_body(body: bytes, offset: int, window: list[int], feed: Feed, want_nex
                           if s >= lo})
     cursor = 0
     if want_next and body:
+        # NOTE: a wrapped message split over two bodies: the lines already joined count
+        # toward MAX_CONTINUATION_LINES (chunking never changes what is fed)
         first = _line_span(body, 0, max_line)
-        cursor, want_next = _feed_run(body, first, feed, max_line, stats)
+        cursor, want_next = _feed_run(body, first, feed, max_line, stats, joined[0] + 1,
+                                      joined)
     for start in sorted(spans):
         if start < cursor:
             continue
-        cursor, want_next = _feed_run(body, (start, spans[start]), feed, max_line, stats)
+        cursor, want_next = _feed_run(body, (start, spans[start]), feed, max_line, stats, 0,
+                                      joined)
     return want_next
 
 
 def _feed_run(body: bytes, span: tuple[int, int], feed: Feed, max_line: int,
-              stats: ScanStats) -> tuple[int, bool]:
-    """Feed one line, then the following ones while the parser asks for continuations."""
+              stats: ScanStats, joined: int, state: list[int]) -> tuple[int, bool]:
+    """Feed one line, then the following ones while the parser asks for continuations
+    (`joined` of them already fed; the count left in `state[0]` for the next body)."""
     start, end = span
     stats.fed_lines += 1
     if end - start >= max_line:
         stats.truncated_lines += 1
     want = feed(clean(body[start:end]))
-    joined = 0
     while want and joined < MAX_CONTINUATION_LINES:
         nxt = _next_line(body, end, max_line)
         if nxt is None:
+            state[0] = joined
             return len(body), True
         start, end = nxt
         stats.fed_lines += 1
