@@ -20,7 +20,7 @@ from .kv_quant import check_kv_dtype
 from .model import ModelSpec
 from .rules import NEWEST_VERSION, VllmRules
 from .rules_env import apply_device, apply_env
-from .runner import check_async_scheduling, check_mamba_prefix_caching
+from .runner import check_async_scheduling, check_eplb, check_mamba_prefix_caching
 from .settings import Settings, is_pooling
 from .stage_terms import base_terms, fixed_terms, runtime_base, runtime_fixed
 from .validation import (check_backend_block_size, check_dtype_capability,
@@ -118,6 +118,7 @@ def check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
     check_fp8_moe(spec, settings, rules, gpu.compute_capability, gpu.vendor)
     check_mamba_prefix_caching(spec, settings, rules)
     check_async_scheduling(spec, settings, rules)
+    check_eplb(settings, rules)
     if settings.kv_cache_dtype not in _PLAIN_KV or settings.kv_cache_dtype_skip_layers:
         check_kv_dtype(spec, settings, rules)
     if spec.quant is not None and spec.quant.linear_schemes:

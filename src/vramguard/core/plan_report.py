@@ -310,6 +310,12 @@ class PlanReport:
         elif cases > 1 and st.graph.value_bytes:
             out.append(f"With LoRA every graph size is captured {times} (cudagraph_specialize_"
                        "lora, 0.11.1+), counted in the graph term.")
+        if self.s.enable_eplb and self.rules.eplb_buffer == "outside":
+            from .weights import eplb_buffer_bytes, runtime_dtype_bytes
+            eplb_b = eplb_buffer_bytes(self.spec, self.s, runtime_dtype_bytes(self.s))
+            if eplb_b:
+                out.append(f"EPLB's working set, ~{g(eplb_b)} per rank, is allocated after "
+                           "vLLM measures the weights (0.12-0.19): outside the budget.")
         if self.s.enable_lora and self.rules.lora_outside_budget:
             from .weights import lora_bytes, runtime_dtype_bytes
             lora_b = lora_bytes(self.spec, self.s, runtime_dtype_bytes(self.s))

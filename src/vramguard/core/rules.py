@@ -411,6 +411,13 @@ class VllmRules:
     # up to 0.8.5 FP8 MoE layers have no Marlin path: below compute capability 8.9 the
     # Triton kernel fails in the profile run (fp8e4nv unsupported; Marlin from 0.9.0)
     fp8_moe_needs_89: bool = True
+    # EPLB (0.9.2+): where its working set lands ("peak": the profile run's rearrangement,
+    # 0.9.2-0.11; "outside": allocated after the weights are measured, beyond the budget,
+    # 0.12-0.19; "weights": inside the weights measurement, 0.20+), and its checks' release
+    # ("v092": redundant experts need EPLB; "v0100": EPLB needs expert parallelism and
+    # TP x DP > 1 too; "v0102": reworded)
+    eplb_buffer: str | None = None
+    eplb_checks: str | None = None
     mxfp4_fi_inter: int = 256
     # V1's encoder dummy batch (`activation.v1_mm_items`): "cdiv" (0.7-0.9.2), "floor"
     # (0.10.0), "per_prompt" (0.10.1+); the per-prompt image limit when none is given (1,

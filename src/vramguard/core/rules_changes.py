@@ -294,6 +294,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.1", "both", {"tokenizer_cap": "all"},
      "the tokenizer's model_max_length caps every model's length, after its check "
      "(config.py get_and_verify_max_len)"),
+    ("0.9.2", "both", {"eplb_buffer": "peak", "eplb_checks": "v092"},
+     "EPLB: its rearrangement buffer in the profile run (eplb/rebalance_execute.py)"),
     ("0.9.2", "v1", {"mamba_spec_refused": "mamba2", "mamba_pc_refused": "mamba2"},
      "'Mamba with speculative decoding is not supported yet.' (Mamba2 layers; "
      "v1/worker/gpu_model_runner.py get_kv_cache_spec)"),
@@ -303,6 +305,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.2", "v1", {"usage_metric": "vllm:kv_cache_usage_perc"}, "§12"),
     ("0.9.2", "v1", {"v1_forced_chunked": "non_pooling", "v1_falls_back_for_pooling": False},
      "pooling models run on V1, chunked prefill off by default (_set_default_args_v1)"),
+    ("0.10.0", "both", {"eplb_checks": "v0100"},
+     "'enable_expert_parallel must be True to use EPLB.' (config.py)"),
     ("0.10.0", "v1", {"msg_async_spec": "Currently, speculative decoding is not supported with "
                                         "async scheduling.",
                       "msg_async_pp": "Async scheduling is not supported with "
@@ -357,6 +361,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.10.1", "both", {"mm_zero_skips_tower": _MM_ZERO_0101},
      "a tower whose modalities are all limited to 0 is not built (llava.py, mistral3.py, "
      "mllama4.py, qwen2_vl.py, qwen2_5_vl.py, qwen2_5_omni_thinker.py, step3_vl.py)"),
+    ("0.10.2", "both", {"eplb_checks": "v0102"}, "... redundant experts' message reworded"),
     ("0.10.2", "both", {"spec_self_mtp_types": frozenset({"deepseek_v3", "mimo", "ernie4_5_moe",
                                                         "qwen3_next"})},
      "... + ERNIE-4.5-MoE, Qwen3-Next"),
@@ -458,6 +463,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.2", "v1", {"dcp": "gqa"},
      "DCP for GQA/MQA on FlashAttention / FlashInfer: tp > KV heads, dcp <= tp // KV heads "
      "(config/model.py)"),
+    ("0.12.0", "both", {"eplb_buffer": "outside"},
+     "EPLB's state allocated after the weights measurement (gpu_model_runner.py)"),
     ("0.12.0", "both", {"mxfp4_hopper": "triton"},
      "MXFP4 MoE on Hopper: the bundled Triton kernels (quantization/mxfp4.py)"),
     ("0.12.0", "both", {"moe_chunk_tokens": 16384}, "... 16,384 by default"),
@@ -624,6 +631,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.19.0", "v1", {"kv_skip_layers": True},
      "--kv-cache-dtype-skip-layers: the layers it lists keep the model dtype "
      "(layers/attention/attention.py; config/cache.py)"),
+    ("0.20.0", "both", {"eplb_buffer": "weights"},
+     "EPLB's state inside the weights measurement (gpu_model_runner.py load_model)"),
     ("0.20.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
                                             "hunyuan_v1_dense", "afmoe", "nemotron_h",
                                             "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25",
@@ -804,6 +813,7 @@ FLAG_RELEASES: dict[str, tuple[str, str, str | None]] = {
     "lora_extra_vocab_size": ("--lora-extra-vocab-size", "0.4.0", "0.11.2"),
     "fully_sharded_loras": ("--fully-sharded-loras", "0.4.2", None),
     "specialize_active_lora": ("--specialize-active-lora", "0.16.0", None),
+    "enable_eplb": ("--enable-eplb", "0.9.2", None),
     "runner": ("--runner", "0.10.1", None),
     "convert": ("--convert", "0.10.1", None),
 }
@@ -821,6 +831,8 @@ SPELLING_RELEASES: dict[str, tuple[str, str | None]] = {
     "--speculative-model": ("0.4.1", "0.8.2"),
     "--num-speculative-tokens": ("0.4.1", "0.8.2"),
     "--speculative-config": ("0.8.2", None),
+    "--num-redundant-experts": ("0.9.2", "0.11.2"),
+    "--eplb-config": ("0.10.2", None),
     "--spec-method": ("0.22.0", None),
     "--spec-model": ("0.22.0", None),
     "--spec-tokens": ("0.22.0", None),

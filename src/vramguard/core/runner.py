@@ -14,7 +14,33 @@ from .rules import VllmRules
 from .settings import Settings, is_pooling
 
 __all__ = ["MAMBA_ALL_MODE_ARCHS", "mamba_cache_mode", "check_mamba_prefix_caching",
-           "async_scheduling", "check_async_scheduling", "model_runner_v2"]
+           "async_scheduling", "check_async_scheduling", "model_runner_v2", "check_eplb"]
+
+
+def check_eplb(s: Settings, rules: VllmRules) -> None:
+    """ParallelConfig's EPLB checks by release (`rules.eplb_checks`): redundant experts need
+    EPLB; EPLB needs expert parallelism and TP x DP > 1 (0.10+). Raises UsageError."""
+    mode, n = rules.eplb_checks, s.num_redundant_experts
+    if mode is None:
+        return
+    if not s.enable_eplb:
+        if n:
+            text = (f"num_redundant_experts should be used with EPLB.{n}." if mode != "v0102"
+                    else f"num_redundant_experts is set to {n} but EPLB is not enabled. "
+                         "Either enable EPLB or unset num_redundant_experts.")
+            raise UsageError(text, where="--eplb-config", fix="Add --enable-eplb, or drop the "
+                                                              "redundant experts")
+        return
+    if mode == "v092":
+        return
+    if not s.enable_expert_parallel:
+        raise UsageError("enable_expert_parallel must be True to use EPLB.",
+                         where="--enable-eplb", fix="Add --enable-expert-parallel")
+    tp, dp = s.tensor_parallel_size, s.data_parallel_size
+    if tp * dp <= 1:
+        raise UsageError("EPLB requires tensor_parallel_size or data_parallel_size to be "
+                         f"greater than 1, but got TP={tp},DP={dp}.", where="--enable-eplb",
+                         fix="Use EPLB with TP or DP over several GPUs")
 
 
 # NOTE: models whose Mamba layers support prefix caching at every block ("all" mode, vLLM

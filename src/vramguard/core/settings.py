@@ -63,6 +63,8 @@ class Settings:
     lora_extra_vocab_size: int | None = None  # up to 0.11.2 (default 256)
     fully_sharded_loras: bool = False         # LoRA A / B split over TP too
     specialize_active_lora: bool = False      # 0.16+: graphs per active-adapter count
+    enable_eplb: bool = False                 # expert-parallel load balancing (0.9.2+)
+    num_redundant_experts: int = 0            # EPLB's extra physical experts (all ranks)
     disable_sliding_window: bool = False
     disable_hybrid_kv_cache_manager: bool = False
     num_speculative_tokens: int = 0

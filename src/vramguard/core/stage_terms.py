@@ -23,8 +23,8 @@ from .provenance import Estimate, Source
 from .rules import VllmRules
 from .runner import async_scheduling, mamba_cache_mode, model_runner_v2
 from .settings import Settings, is_pooling
-from .weights import (LoraRules, draft_bytes, moe_partition, mxfp4_layout, pp_layer_split,
-                      runtime_dtype_bytes)
+from .weights import (LoraRules, draft_bytes, eplb_buffer_bytes, moe_partition, mxfp4_layout,
+                      pp_layer_split, runtime_dtype_bytes)
 
 if TYPE_CHECKING:
     from .planner import PlanHooks
@@ -107,6 +107,9 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
             a_val += mamba_slot * v0_mamba_slots(rules, seqs, eager)
             note += ", v0 Mamba state"
+        if s.enable_eplb and rules.eplb_buffer == "peak":
+            a_val += eplb_buffer_bytes(spec, s, dtype_b)
+            note += ", EPLB's rearrangement"
         a_est = _banded(a_val, act.ACT_REL, note)
         g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, tokens, s, rules,
                                      graph_mode == "NONE", fixed_sizes)
@@ -191,6 +194,8 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     ar_runs = custom_all_reduce_runs(s, gpu)
     copies = sampler_copies(spec, s, rules, v2)
     draft_w = draft_bytes(spec, s, dtype_b, rules)
+    # NOTE: EPLB's working set: in the weights from 0.20, in the profile peak up to 0.11
+    eplb = eplb_buffer_bytes(spec, s, dtype_b) if s.enable_eplb and rules.eplb_buffer else 0
     fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
                    and spec.architecture == "GptOssForCausalLM" else None)
     # NOTE: v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the model dtype on CUDA.
@@ -204,6 +209,8 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         w = weights[r]
         if r == pp - 1 and draft_w:
             w = replace(w, bytes=w.bytes + draft_w)
+        if eplb and rules.eplb_buffer == "weights":
+            w = replace(w, bytes=w.bytes + eplb)
         src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
         w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
                                 "parameters x bytes per rank + RoPE cache")

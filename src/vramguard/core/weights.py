@@ -102,6 +102,34 @@ def effective_quant(spec: ModelSpec, settings: Settings) -> QuantSpec | None:
     return QuantSpec(method=q, linear_bytes_per_param=rate)
 
 
+def local_experts(spec: ModelSpec, settings: Settings) -> int | None:
+    """Physical experts on the heaviest rank under expert parallelism (None without it):
+    ceil((E + redundant) / (TP x DP)), the redundant ones EPLB's (fused_moe/layer.py)."""
+    if not settings.enable_expert_parallel or spec.moe is None or not spec.moe.num_experts:
+        return None
+    extra = settings.num_redundant_experts if settings.enable_eplb else 0
+    ep = settings.tensor_parallel_size * settings.data_parallel_size
+    return -(-(spec.moe.num_experts + extra) // ep)
+
+
+def eplb_buffer_bytes(spec: ModelSpec, settings: Settings, dtype_b: float) -> int:
+    """EPLB's per-rank working set (eplb/eplb_state.py `add_model`): one MoE layer's local
+    expert weights again (the rearrangement buffer), an int64 logical-to-physical map of
+    MoE layers x experts x 1,024 slots and an int32 load window of 1,000 x MoE layers x
+    physical experts."""
+    local = local_experts(spec, settings)
+    if not settings.enable_eplb or local is None:
+        return 0
+    m = spec.moe
+    quant = effective_quant(spec, settings)
+    exp_b = (quant.expert_bytes_per_param or quant.linear_bytes_per_param) if quant else dtype_b
+    layers = [l for l in spec.layers if l.params.experts]
+    one = max(l.params.experts for l in layers) * local / m.num_experts * exp_b
+    maps = (len(layers) * m.num_experts * 1024 * 8
+            + 1000 * len(layers) * (m.num_experts + settings.num_redundant_experts) * 4)
+    return int(one) + maps
+
+
 def moe_partition(settings: Settings) -> int:
     """Ranks one expert's intermediate size is split over: none with expert parallelism
     (whole experts per rank), else TP x DP (fused_moe/layer.py `flatten_tp_across_dp`)."""
@@ -188,8 +216,7 @@ def _rank_bytes(spec: ModelSpec, settings: Settings, tp_rank_stage: tuple[int, i
     ep = tp * settings.data_parallel_size
     # NOTE: expert parallelism places whole experts; the first E % EP ranks hold one more
     # (fused_moe/layer.py `determine_expert_map`, 0.10.1+): the heaviest rank's share
-    per_rank = (-(-spec.moe.num_experts // ep) if settings.enable_expert_parallel
-                and spec.moe is not None and spec.moe.num_experts else None)
+    per_rank = local_experts(spec, settings)
     lin = quant.linear_bytes_per_param if quant else dtype_b
     exp_b = (quant.expert_bytes_per_param if quant and quant.expert_bytes_per_param
              else lin)

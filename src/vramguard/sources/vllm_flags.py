@@ -104,6 +104,9 @@ FLAGS: dict[str, Flag] = {
     "--lora-extra-vocab-size": Flag("lora_extra_vocab_size", POS_INT, 0, 1 << 20),
     "--fully-sharded-loras": Flag("fully_sharded_loras", BOOL),
     "--specialize-active-lora": Flag("specialize_active_lora", BOOL),
+    "--enable-eplb": Flag("enable_eplb", BOOL),
+    "--num-redundant-experts": Flag("num_redundant_experts", POS_INT, 0, 1 << 16),
+    "--eplb-config": Flag("num_redundant_experts", JSON),
     "--disable-sliding-window": Flag("disable_sliding_window", BOOL),
     "--disable-hybrid-kv-cache-manager": Flag("disable_hybrid_kv_cache_manager", BOOL),
     "--mamba-cache-mode": Flag("mamba_cache_mode", CHOICE, choices=("none", "align", "all")),
@@ -169,8 +172,8 @@ IGNORED_VALUE = frozenset("""
 --guided-decoding-backend --distributed-executor-backend --data-parallel-rank
 --data-parallel-start-rank --data-parallel-size-local --data-parallel-address
 --data-parallel-rpc-port --data-parallel-backend --data-parallel-supervisor-port
---all2all-backend --dbo-decode-token-threshold --dbo-prefill-token-threshold --eplb-config
---expert-placement-strategy --num-redundant-experts --eplb-window-size --eplb-step-interval
+--all2all-backend --dbo-decode-token-threshold --dbo-prefill-token-threshold
+--expert-placement-strategy --eplb-window-size --eplb-step-interval
 --max-parallel-loading-workers --worker-cls --worker-extension-cls --prefix-caching-hash-algo
 --media-io-kwargs --mm-processor-kwargs --mm-processor-cache-gb --mm-processor-cache-type
 --mm-shm-cache-max-object-size-mb --mm-encoder-attn-backend
@@ -217,7 +220,7 @@ IGNORED_BOOL = frozenset("""
 --trust-request-chat-template --exclude-tools-when-tool-choice-none --skip-tokenizer-init
 --enable-prompt-embeds --disable-cascade-attn --enable-sleep-mode --use-tqdm-on-load
 --data-parallel-hybrid-lb --data-parallel-external-lb --data-parallel-multi-port-external-lb
---enable-dbo --disable-nccl-for-dp-synchronization --enable-eplb --eplb-log-balancedness
+--enable-dbo --disable-nccl-for-dp-synchronization --eplb-log-balancedness
 --ray-workers-use-nsight
 --calculate-kv-scales --kv-sharing-fast-prefill
 --enable-mm-embeds --interleave-mm-strings --disable-mm-preprocessor-cache --enable-lora-bias

@@ -156,6 +156,27 @@ def _speculative(flag: str, value: object) -> dict:
     return out
 
 
+def _eplb_config(flag: str, value: object) -> dict:
+    """`--eplb-config` JSON -> its number of redundant experts (the other keys tune the
+    rebalancing, not memory)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() not in ("", "None", "null") else None
+        except (json.JSONDecodeError, RecursionError):
+            raise _bad(flag, value, "a JSON object such as '{\"num_redundant_experts\": 32}'") \
+                from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _bad(flag, value, "a JSON object")
+    if "num_redundant_experts" not in value:
+        return {}
+    return {"num_redundant_experts": _to_int(flag + ".num_redundant_experts",
+                                             value["num_redundant_experts"],
+                                             _Flag("num_redundant_experts", POS_INT, 0, 1 << 16),
+                                             human=False)}
+
+
 _MM_HELP = 'a JSON object such as \'{"image": 0, "video": 0}\' (or image=0,video=0)'
 _MM_COUNT = _Flag("limit_mm_per_prompt", POS_INT, 0, 1 << 20)
 
@@ -227,6 +248,8 @@ def convert_value(flag: str, value: object, notes: list[str] | None = None) -> d
             raise _bad(flag, value, "one of " + ", ".join(spec.choices) + hint)
         return {spec.field: text}
     if kind == JSON:
+        if spec.field == "num_redundant_experts":
+            return _eplb_config(flag, value)
         return _speculative(flag, value)
     if kind == MM_LIMITS:
         return mm_limits(flag, value, notes)
