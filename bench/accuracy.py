@@ -182,7 +182,11 @@ def _first_word(text: str | None) -> str | None:
     return w or None
 
 
-def settings_for(case: dict) -> Settings:
+def settings_for(case: dict, spec=None) -> Settings:
+    """The case's vLLM settings. Its `quantization` names the served checkpoint's method:
+    passed as `--quantization` only where the model's config (or `spec_for`'s emulation of
+    the checkpoint's) does not declare that method itself (vLLM then reads it there; an
+    explicit flag would also keep AWQ / GPTQ off Marlin)."""
     s = settings_from_flags(case.get("other_flags") or "", Settings())
     changes: dict = {}
     for key in ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
@@ -197,7 +201,8 @@ def settings_for(case: dict) -> Settings:
     q = _first_word(case.get("quantization"))
     # NOTE: an NVFP4 checkpoint is emulated in `spec_for` (no release since 0.8 takes
     # `--quantization nvfp4`)
-    if q and q not in ("none", "6-bit", "nvfp4"):
+    declared = spec is not None and spec.quant is not None and spec.quant.method == q
+    if q and q not in ("none", "6-bit", "nvfp4") and not declared:
         changes["quantization"] = q.replace("-", "_") if q == "auto-round" else q
     kvd = _first_word(case.get("kv_cache_dtype"))
     if kvd and kvd != "auto":
@@ -290,7 +295,7 @@ def run_case(case: dict, gpus: dict, *, use_free: bool, default_version: str,
         if spec is None or gpu is None:
             row["error"] = "no model config" if spec is None else "unknown GPU"
             return row
-        s = settings_for(case)
+        s = settings_for(case, spec)
         # NOTE: a separate drafter named in the flags, as `vramguard plan` attaches it
         spec, _ = attach_draft(spec, s, offline=True)
         free = None

@@ -170,3 +170,13 @@ def test_targets_line_says_met_and_not_met(bench):
     assert line == ("targets: median |dKV| <= 0.3 GiB met (0.25); p90 |dKV| <= 1.5 GiB NOT met "
                     "(2.0); outcome >= 90% met (0.9); median >= 5x better than naive NOT met "
                     "(None)")
+
+
+def test_a_declared_method_is_not_passed_as_a_flag(bench):
+    """A case's `quantization` names the served checkpoint's method: `--quantization` only
+    where the config (or the emulated checkpoint config) does not declare it."""
+    case = {"id": "x", "model_config": "microsoft__phi-4", "quantization": "gptq 4-bit"}
+    spec = bench.spec_for(case)
+    assert spec.quant.method == "gptq" and spec.quant.bits == 4
+    assert bench.settings_for(case, spec).quantization is None
+    assert bench.settings_for(case).quantization == "gptq"

@@ -62,3 +62,39 @@ def test_fp8_moe_below_89_before_0_9():
     assert exc.value.what.startswith("type fp8e4nv not supported in this architecture.")
     plan(moe, Settings(max_model_len=4096), a100, vllm_version="0.9.0")
     plan(moe, Settings(max_model_len=4096), H100, vllm_version="0.8.5")
+
+
+def test_awq_gptq_kernels_take_float16_only():
+    """AWQ's and GPTQ's own kernels take float16 activations (up to 0.23 / 0.21); Marlin takes
+    bfloat16 too. vLLM converts a compatible checkpoint to Marlin unless --quantization names
+    the plain method; a 3-bit GPTQ checkpoint cannot convert."""
+    from dataclasses import replace
+
+    from vramguard.core.model import QuantSpec
+    a100, t4 = lookup_gpu("A100-80GB"), lookup_gpu("T4")
+    awq = replace(llama31_8b(), quant=QuantSpec(method="awq", bits=4, group_size=128,
+                                                linear_bytes_per_param=0.52))
+    gptq3 = replace(llama31_8b(), quant=QuantSpec(method="gptq", bits=3, group_size=128,
+                                                  linear_bytes_per_param=0.40))
+    s = Settings(max_model_len=4096)
+
+    def what(spec, settings, gpu, version):
+        with pytest.raises(UsageError) as exc:
+            plan(spec, settings, gpu, vllm_version=version)
+        return exc.value.what
+    refused = ("torch.bfloat16 is not supported for quantization method {}. Supported dtypes: "
+               "[torch.float16]")
+    plan(awq, s, a100, vllm_version="0.10.0")                          # awq_marlin
+    explicit = s.with_(quantization="awq")
+    assert what(awq, explicit, a100, "0.10.0") == refused.format("awq")
+    plan(awq, explicit.with_(dtype="half"), a100, vllm_version="0.10.0")
+    plan(awq, explicit, a100, vllm_version="0.24.0")                    # auto_awq
+    assert what(gptq3, s, a100, "0.20.0") == refused.format("gptq")
+    plan(gptq3, s, a100, vllm_version="0.22.0")                         # auto_gptq
+    # Turing, below Marlin's 8.0 until 0.14: the plain kernel. 0.9.1+ fall back to float16
+    # for a bfloat16 config; 0.6.4-0.9.0 check the quantization dtype first (VllmConfig),
+    # 0.6.3 and older the GPU's bfloat16 first (the worker, before the model loader).
+    plan(awq, s, t4, vllm_version="0.9.2")
+    assert what(awq, s, t4, "0.8.5") == refused.format("awq")
+    assert what(awq, s, t4, "0.6.3").startswith("Bfloat16 is only supported on GPUs")
+    plan(awq, s.with_(dtype="float16"), t4, vllm_version="0.8.5")

@@ -13,7 +13,7 @@ from . import _memo
 from . import activation as act
 from .draft import check_draft, check_speculative, falls_back_to_v0
 from .lora_checks import check_lora
-from .quant_checks import check_bitsandbytes, check_fp8_moe
+from .quant_checks import check_bitsandbytes, check_fp8_moe, check_quant_act_dtype
 from .effective import SettingsBase, settings_base
 from .gpu import GpuSpec
 from .kv_quant import check_kv_dtype
@@ -109,7 +109,12 @@ def check(spec: ModelSpec, settings: Settings, rules: VllmRules, gpu: GpuSpec,
     check_backend_block_size(spec, settings, rules, gpu)
     check_quant_capability(spec, settings, gpu, version)
     check_rocm_quant(spec, settings, rules, gpu, version)
+    act_dtype = (spec, settings, rules, gpu.compute_capability, gpu.vendor, version)
+    if rules.quant_dtype_in_config:       # NOTE: 0.6.4+: in VllmConfig, before the worker
+        check_quant_act_dtype(*act_dtype)
     check_dtype_capability(spec, settings, rules, gpu)
+    if not rules.quant_dtype_in_config:   # NOTE: up to 0.6.3 at model load
+        check_quant_act_dtype(*act_dtype)
     if spec.draft is not None:
         check_draft(spec, settings, rules)
     check_speculative(spec, settings, rules)

@@ -1,15 +1,21 @@
-"""vLLM's refusals of a quantization method with a parallel layout or a model kind, by
-release (`rules.bnb_*`), in vLLM's words. The methods' releases and minimum compute
+"""vLLM's refusals of a quantization method with a parallel layout, a model kind or an
+activation dtype, by release (`rules.bnb_*`, `rules.half_only_quant`), in vLLM's words. The methods' releases and minimum compute
 capabilities are `quant_registry`'s; compressed-tensors schemes `quant_schemes`'."""
 
 from __future__ import annotations
 
+from .arch_support import quant_min_capability
 from .errors import UsageError
 from .model import ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["check_bitsandbytes", "check_fp8_moe"]
+__all__ = ["check_bitsandbytes", "check_fp8_moe", "check_quant_act_dtype"]
+
+# Marlin's constraints on a checkpoint it converts (awq_marlin / gptq_marlin
+# `is_*_marlin_compatible`): bits and group sizes
+_MARLIN_BITS = {"awq": (4,), "gptq": (4, 8)}
+_MARLIN_GROUPS = (-1, 32, 64, 128)
 
 _BNB_PARALLEL = {
     "tp_or_pp": "BitAndBytes quantization with TP or PP is not supported yet.",
@@ -54,3 +60,50 @@ def check_bitsandbytes(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
         raise UsageError("Prequant BitsAndBytes models with FusedMoE is not supported yet.",
                          where=spec.name, fix="Serve the model unquantized with "
                                               "--quantization bitsandbytes, or another format")
+
+
+def _plain_kernel(spec: ModelSpec, s: Settings, rules: VllmRules,
+                  cc: tuple[int, int], version: str) -> str | None:
+    """The half-only method (awq / gptq) when vLLM surely runs the checkpoint with it, not
+    converted to Marlin: asked for by name with --quantization, or not Marlin-compatible
+    (bits, group size, the GPU below Marlin's minimum). None otherwise, and when the config
+    lacks what decides it."""
+    q = spec.quant
+    method = (s.quantization or (q.method if q else "") or "").lower()
+    if method not in rules.half_only_quant or q is None or q.method.lower() != method:
+        return None
+    if s.quantization or method not in rules.marlin_override:
+        return method
+    if q.bits is None or q.group_size is None:
+        return None
+    marlin = quant_min_capability(method + "_marlin", version)
+    if marlin is None:
+        return None
+    fits = (q.bits in _MARLIN_BITS[method] and q.group_size in _MARLIN_GROUPS
+            and cc[0] * 10 + cc[1] >= marlin[0])
+    return None if fits else method
+
+
+def check_quant_act_dtype(spec: ModelSpec, s: Settings, rules: VllmRules,
+                          compute_capability: tuple[int, int] | None, vendor: str,
+                          version: str) -> None:
+    """bfloat16 with AWQ / GPTQ's own kernels, which take float16 activations only (their
+    `get_supported_act_dtypes`, up to 0.21 for GPTQ and 0.23 for AWQ; Marlin takes both).
+    Raises UsageError in vLLM's words."""
+    cc = compute_capability
+    if not rules.half_only_quant or vendor != "nvidia" or cc is None:
+        return
+    asked = (s.dtype or "auto").lower()
+    bf16 = asked in ("bfloat16", "bf16") or (
+        asked == "auto" and spec.torch_dtype == "bfloat16"
+        and not (cc[0] < 8 and rules.auto_dtype_fallback))
+    method = _plain_kernel(spec, s, rules, cc, version) if bf16 else None
+    if method is None:
+        return
+    fix = "Pass --dtype half"
+    if s.quantization and method in rules.marlin_override:
+        fix += f", or drop --quantization {method} so that vLLM may use {method}_marlin"
+    raise UsageError(f"torch.bfloat16 is not supported for quantization method {method}. "
+                     "Supported dtypes: [torch.float16]",
+                     where="--dtype" if asked != "auto" else "config.json torch_dtype",
+                     fix=fix)

@@ -411,6 +411,13 @@ class VllmRules:
     # up to 0.8.5 FP8 MoE layers have no Marlin path: below compute capability 8.9 the
     # Triton kernel fails in the profile run (fp8e4nv unsupported; Marlin from 0.9.0)
     fp8_moe_needs_89: bool = True
+    # methods whose own kernels take float16 activations only (AWQ up to 0.23, GPTQ up to
+    # 0.21; auto_awq / auto_gptq take bfloat16 too), those a Marlin override may convert
+    # (GPTQ from 0.4.2, AWQ from 0.5.3), and whether the dtype check runs in the config
+    # (0.6.4+: before the worker's bfloat16 check) or at model load
+    half_only_quant: frozenset = frozenset({"awq", "gptq"})
+    marlin_override: frozenset = frozenset()
+    quant_dtype_in_config: bool = False
     # EPLB (0.9.2+): where its working set lands ("peak": the profile run's rearrangement,
     # 0.9.2-0.11; "outside": allocated after the weights are measured, beyond the budget,
     # 0.12-0.19; "weights": inside the weights measurement, 0.20+), and its checks' release

@@ -48,6 +48,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.1", "both", {"block_size_choices": (8, 16, 32)},
      "--block-size choices (engine/arg_utils.py)"),
     ("0.4.1", "v0", {"v0_chunked_tokens": 768}, "chunked prefill: 768 batched tokens (config.py)"),
+    ("0.4.2", "both", {"marlin_override": frozenset({"gptq"})},
+     "a Marlin-compatible GPTQ checkpoint runs as gptq_marlin unless --quantization gptq "
+     "(config.py _verify_quantization)"),
     ("0.4.2", "v0", {"v0_chunked_tokens": 512}, "chunked prefill: 512 batched tokens (config.py)"),
     ("0.4.3", "v0", {"v0_pooling_min_tokens": 32768},
      "'Loading model weights took %.4f GB' (§1b); embedding models: at least 32768 batched "
@@ -66,6 +69,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.5.1", "both", {"pp_archs": _PP_051, "pp_layout": "last"},
      "pipeline parallelism for the listed architectures (config.py _PP_SUPPORTED_MODELS); "
      "the last stage takes the remainder of the layers (distributed/utils.py get_pp_indices)"),
+    ("0.5.3", "both", {"marlin_override": frozenset({"gptq", "awq"})},
+     "... and AWQ as awq_marlin (awq_marlin.py override_quantization_method)"),
     ("0.5.3", "both", {"pp_archs": _PP_053}, "... + Mixtral"),
     ("0.5.3", "v0", {"v0_chunked_prefill_auto": True, "v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "prefix_caching"})},
@@ -104,6 +109,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
         {"sliding", "lora", "spec", "multimodal"}), "v0_mm_min_tokens": 5120},
      "Mamba layers no longer block auto chunked prefill; multimodal at least 5120 tokens"),
     ("0.6.3", "v0", {"v0_concurrency_log": True}, "'Maximum concurrency' line (§1b)"),
+    ("0.6.4", "both", {"quant_dtype_in_config": True},
+     "the quantization dtype check moves from the model loader to VllmConfig"),
     ("0.6.4", "both", {"block_size_choices": (8, 16, 32, 64, 128)},
      "--block-size choices (engine/arg_utils.py)"),
     ("0.6.4", "both", {"encoder_max_seq_length": True},
@@ -668,6 +675,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "usable, an FP8 output buffer per FlashInfer layer (flashinfer.py)"),
     ("0.21.0", "v1", {"block_size_16": "none"},
      "FlexAttention MultipleOf(16): 'No valid attention backend found' (platforms/cuda.py)"),
+    ("0.22.0", "both", {"half_only_quant": frozenset({"awq"})},
+     "gptq becomes auto_gptq: float16 and bfloat16 (quantization/auto_gptq.py)"),
     ("0.22.0", "both", {"eagle3_targets": None}, "no EAGLE-3 target list"),
     ("0.22.0", "v1", {"mamba_spec_prefers_align": False}, "... dropped"),
     ("0.22.0", "v1", {"mamba_spec_block_modes": frozenset({"none", "align", "all"})},
@@ -683,6 +692,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "Model Runner V2 by default for Llama, Mistral, Qwen3 (config/vllm.py)"),
     ("0.23.0", "v1", {"block_size_positive": True},
      "block_size: int = Field(gt=0) (config/cache.py)"),
+    ("0.24.0", "both", {"half_only_quant": frozenset()},
+     "awq becomes auto_awq: float16 and bfloat16 (quantization/auto_awq.py)"),
     ("0.24.0", "v1", {"gguf_loader": False},
      "GGUF removed: no `gguf` method, loader or config patching in 0.24's sources"),
     ("0.24.0", "v1", {"v2_dense_unquantized_only": False, "v2_archs": frozenset({
