@@ -98,3 +98,10 @@ def test_awq_gptq_kernels_take_float16_only():
     assert what(awq, s, t4, "0.8.5") == refused.format("awq")
     assert what(awq, s, t4, "0.6.3").startswith("Bfloat16 is only supported on GPUs")
     plan(awq, s.with_(dtype="float16"), t4, vllm_version="0.8.5")
+    # an asymmetric GPTQ checkpoint (sym false: `marlin_compatible` False) stays off Marlin
+    asym = replace(llama31_8b(), quant=QuantSpec(method="gptq", bits=4, group_size=128,
+                                                 linear_bytes_per_param=0.52,
+                                                 marlin_compatible=False))
+    assert what(asym, s, a100, "0.20.0") == refused.format("gptq")
+    plan(replace(asym, quant=replace(asym.quant, marlin_compatible=True)), s, a100,
+         vllm_version="0.20.0")

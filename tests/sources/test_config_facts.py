@@ -359,3 +359,22 @@ def test_modelopt_exclude_list_and_shared_expert_gate():
                                "modules_to_not_convert": ["model.layers.0.mlp.shared_expert"]},
                               where="x")
     assert dense.linear_bytes_per_param == 2.0
+
+
+def test_marlin_compatibility_read_as_vllm_reads_it():
+    """gptq_marlin / awq_marlin `is_*_marlin_compatible`: the keys under vLLM's names, GPTQ
+    4 / 8-bit symmetric with desc_act given, AWQ 4-bit with zero points, groups -1/32/64/128."""
+    from vramguard.sources.quant import quant_from_config
+    gptq = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False}
+    assert quant_from_config(gptq, where="t").marlin_compatible is True
+    assert quant_from_config({**gptq, "sym": False}, where="t").marlin_compatible is False
+    assert quant_from_config({**gptq, "bits": 3}, where="t").marlin_compatible is False
+    no_desc = {k: v for k, v in gptq.items() if k != "desc_act"}
+    assert quant_from_config(no_desc, where="t").marlin_compatible is False
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    assert quant_from_config(awq, where="t").marlin_compatible is True
+    assert quant_from_config({**awq, "group_size": 256}, where="t").marlin_compatible is False
+    old = {"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_point": True}
+    assert quant_from_config(old, where="t").marlin_compatible is False
+    fp8 = quant_from_config({"quant_method": "fp8", "activation_scheme": "dynamic"}, where="t")
+    assert fp8.marlin_compatible is None

@@ -241,6 +241,10 @@ class QuantSpec:
     # "W8A8-INT8", "WNA16", "W4A4-FP4", "W4A16-FP4" (core/quant_schemes.py checks them)
     linear_schemes: tuple[str, ...] = ()
     block_shape: tuple[int, int] | None = None   # block FP8: weight_block_size [n, k]
+    # AWQ / GPTQ: whether vLLM's Marlin override can convert the checkpoint, by the keys it
+    # reads (bits, group_size, sym + desc_act / zero_point); the GPU's capability aside.
+    # None: not said (not an AWQ / GPTQ config)
+    marlin_compatible: bool | None = None
 
 
 @dataclass(frozen=True)

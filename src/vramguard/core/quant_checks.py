@@ -66,22 +66,25 @@ def _plain_kernel(spec: ModelSpec, s: Settings, rules: VllmRules,
                   cc: tuple[int, int], version: str) -> str | None:
     """The half-only method (awq / gptq) when vLLM surely runs the checkpoint with it, not
     converted to Marlin: asked for by name with --quantization, or not Marlin-compatible
-    (bits, group size, the GPU below Marlin's minimum). None otherwise, and when the config
-    lacks what decides it."""
+    (the checkpoint config's keys, `QuantSpec.marlin_compatible`; the GPU below Marlin's
+    minimum). None otherwise, and when nothing read decides it."""
     q = spec.quant
     method = (s.quantization or (q.method if q else "") or "").lower()
     if method not in rules.half_only_quant or q is None or q.method.lower() != method:
         return None
-    if s.quantization or method not in rules.marlin_override:
+    if s.quantization or method not in rules.marlin_override or q.marlin_compatible is False:
         return method
-    if q.bits is None or q.group_size is None:
-        return None
     marlin = quant_min_capability(method + "_marlin", version)
     if marlin is None:
         return None
-    fits = (q.bits in _MARLIN_BITS[method] and q.group_size in _MARLIN_GROUPS
-            and cc[0] * 10 + cc[1] >= marlin[0])
-    return None if fits else method
+    if cc[0] * 10 + cc[1] < marlin[0]:
+        return method
+    if q.marlin_compatible is None:     # NOTE: no checkpoint config read: by bits and groups
+        if q.bits is None or q.group_size is None:
+            return None
+        return None if q.bits in _MARLIN_BITS[method] and q.group_size in _MARLIN_GROUPS \
+            else method
+    return None
 
 
 def check_quant_act_dtype(spec: ModelSpec, s: Settings, rules: VllmRules,

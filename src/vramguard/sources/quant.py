@@ -50,6 +50,26 @@ def _check_widths(qc: dict, where: str) -> None:
                                   where=where, fix="Fix or re-download config.json")
 
 
+# NOTE: gptq_marlin / awq_marlin `is_*_marlin_compatible`: the keys must be there, under
+# these names (an old AutoAWQ config's w_bit / q_group_size are not read there)
+_MARLIN_GROUPS = (-1, 32, 64, 128)
+
+
+def _marlin_keys(method: str, qc: dict) -> bool | None:
+    """Whether vLLM's Marlin override can convert this AWQ / GPTQ checkpoint, by the keys and
+    values it checks (GPTQ: 4 / 8 bits, symmetric, desc_act given; AWQ: 4 bits with zero
+    points); None for other methods."""
+    if method not in ("gptq", "awq"):
+        return None
+    extra = ("sym", "desc_act") if method == "gptq" else ("zero_point",)
+    values = [qc.get(k) for k in ("bits", "group_size") + extra]
+    if any(v is None for v in values):
+        return False
+    bits, group = values[0], values[1]
+    ok_bits = bits in ((4, 8) if method == "gptq" else (4,))
+    return ok_bits and group in _MARLIN_GROUPS and values[2] is True
+
+
 def _names(qc: dict, *keys: str) -> tuple[str, ...]:
     out: list[str] = []
     for key in keys:
@@ -118,7 +138,7 @@ def quant_from_config(qc: object, *, where: str) -> QuantSpec | None:
         lm_head = bool(qc.get("lm_head")) or False
         return QuantSpec(method=method.replace("-", "_"), bits=bits,
                          group_size=int(group) if group else None, lm_head_quantized=lm_head,
-                         unquantized_modules=skip,
+                         unquantized_modules=skip, marlin_compatible=_marlin_keys(method, qc),
                          **_split_by_skips(int_bytes(bits, int(group or 0), zeros=zeros), skip))
     if method == "compressed-tensors":
         return _compressed_tensors(qc, skip)
