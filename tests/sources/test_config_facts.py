@@ -374,6 +374,7 @@ def test_marlin_compatibility_read_as_vllm_reads_it():
     awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
     assert quant_from_config(awq, where="t").marlin_compatible is True
     assert quant_from_config({**awq, "group_size": 256}, where="t").marlin_compatible is False
+    assert quant_from_config({**awq, "bits": 8}, where="t").marlin_compatible is None  # 0.5.x
     old = {"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_point": True}
     assert quant_from_config(old, where="t").marlin_compatible is False
     fp8 = quant_from_config({"quant_method": "fp8", "activation_scheme": "dynamic"}, where="t")

@@ -1,6 +1,7 @@
 """vLLM's refusals of a quantization method with a parallel layout, a model kind or an
-activation dtype, by release (`rules.bnb_*`, `rules.half_only_quant`), in vLLM's words. The methods' releases and minimum compute
-capabilities are `quant_registry`'s; compressed-tensors schemes `quant_schemes`'."""
+activation dtype, by release (`rules.bnb_*`, `rules.half_only_quant`), in vLLM's words. The
+methods' releases and minimum compute capabilities are `quant_registry`'s; compressed-tensors
+schemes `quant_schemes`'."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ _MARLIN_GROUPS = (-1, 32, 64, 128)
 def _marlin_keys(method: str, qc: dict) -> bool | None:
     """Whether vLLM's Marlin override can convert this AWQ / GPTQ checkpoint, by the keys and
     values it checks (GPTQ: 4 / 8 bits, symmetric, desc_act given; AWQ: 4 bits with zero
-    points); None for other methods."""
+    points); None for other methods, and where the release decides it (8-bit AWQ)."""
     if method not in ("gptq", "awq"):
         return None
     extra = ("sym", "desc_act") if method == "gptq" else ("zero_point",)
@@ -66,6 +66,8 @@ def _marlin_keys(method: str, qc: dict) -> bool | None:
     if any(v is None for v in values):
         return False
     bits, group = values[0], values[1]
+    if method == "awq" and bits == 8:
+        return None     # NOTE: awq_marlin took 8 bits in 0.5.3-0.5.x only (uint4 after)
     ok_bits = bits in ((4, 8) if method == "gptq" else (4,))
     return ok_bits and group in _MARLIN_GROUPS and values[2] is True
 
