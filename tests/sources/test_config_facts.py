@@ -371,6 +371,8 @@ def test_marlin_compatibility_read_as_vllm_reads_it():
     assert quant_from_config({**gptq, "bits": 3}, where="t").marlin_compatible is False
     no_desc = {k: v for k, v in gptq.items() if k != "desc_act"}
     assert quant_from_config(no_desc, where="t").marlin_compatible is False
+    marlin_format = {"quant_method": "gptq", "bits": 4, "checkpoint_format": "marlin"}
+    assert quant_from_config(marlin_format, where="t").marlin_compatible is True
     awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
     assert quant_from_config(awq, where="t").marlin_compatible is True
     assert quant_from_config({**awq, "group_size": 256}, where="t").marlin_compatible is False

@@ -61,6 +61,8 @@ def _marlin_keys(method: str, qc: dict) -> bool | None:
     points); None for other methods, and where the release decides it (8-bit AWQ)."""
     if method not in ("gptq", "awq"):
         return None
+    if method == "gptq" and (qc.get("checkpoint_format") == "marlin" or qc.get("is_marlin_format")):
+        return True     # NOTE: serialized for Marlin: vLLM's "marlin" method takes it
     extra = ("sym", "desc_act") if method == "gptq" else ("zero_point",)
     values = [qc.get(k) for k in ("bits", "group_size") + extra]
     if any(v is None for v in values):
