@@ -108,6 +108,14 @@ def test_prefix_caching_refusals_on_mamba_layers():
                     speculative_method="mtp")
     assert "not compatible with speculative decoding" in refusal("0.16.0", mtp)
     plan(spec, mtp, H200, vllm_version="0.17.0")
+    # 0.16 only: an explicit --async-scheduling with a Mamba cache mode (VllmConfig); without
+    # the flag async scheduling is turned off there, with a warning
+    pc_async = TP2.with_(enable_prefix_caching=True, async_scheduling=True)
+    assert ("Currently, async scheduling is not compatible with prefix caching for Mamba "
+            "models.") in refusal("0.16.0", pc_async)
+    plan(spec, pc_async.with_(async_scheduling=None), H200, vllm_version="0.16.0")
+    plan(spec, pc_async, H200, vllm_version="0.17.0")
+    plan(spec, pc_async.with_(enable_prefix_caching=False), H200, vllm_version="0.16.0")
 
 
 def test_all_mode_aligns_the_block_to_the_mamba_chunk_size():

@@ -141,8 +141,8 @@ def async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules,
 
 def check_async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     """An explicit --async-scheduling with what the release cannot run with it: speculation
-    beyond the methods it allows, PP (`rules.async_explicit_ok`, `msg_async_*`); from 0.33
-    only on the V1 model runner. Raises UsageError."""
+    beyond the methods it allows, PP (`rules.async_explicit_ok`, `msg_async_*`), a Mamba
+    cache mode (0.16); from 0.33 only on the V1 model runner. Raises UsageError."""
     if not s.async_scheduling or rules.engine != "v1" or rules.msg_async_spec is None:
         return
     if rules.async_v1_runner_only and model_runner_v2(spec, s, rules):
@@ -157,6 +157,11 @@ def check_async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> No
     if s.pipeline_parallel_size > 1 and rules.msg_async_pp:
         raise UsageError(rules.msg_async_pp, where="--async-scheduling",
                          fix="Drop --async-scheduling, or use tensor parallelism")
+    if rules.async_off_mamba_pc and mamba_cache_mode(spec, s, rules) != "none":
+        raise UsageError("Currently, async scheduling is not compatible with prefix caching for "
+                         "Mamba models.", where="--async-scheduling",
+                         fix="Drop --async-scheduling, or turn prefix caching off "
+                             "(--no-enable-prefix-caching)")
 
 
 def _async_spec_ok(s: Settings, rules: VllmRules) -> bool:
