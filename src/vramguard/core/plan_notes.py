@@ -9,7 +9,7 @@ from .provenance import GIB
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
                           lora_graph_cases, mamba_cache_mode, sampler_copies,
                           v0_mamba_slot_bytes, v0_mamba_slots)
-from .weights import eplb_buffer_bytes, lora_bytes, runtime_dtype_bytes
+from .weights import eplb_buffer_bytes, lora_bytes, mla_backend_bytes, runtime_dtype_bytes
 
 __all__ = ["PlanNotes"]
 
@@ -48,6 +48,20 @@ class PlanNotes:
             out.append(f"LoRA slots take ~{g(lora_b)} per rank that this release (v0) does "
                        "not deduct: they use memory outside gpu_memory_utilization.")
         return out
+
+    def _mla_backend_note(self, st) -> list[str]:
+        """The MLA backend's copies of the attention matrices, counted in the weights."""
+        if not (self.rules.mla_supported and self.spec.uses_mla):
+            return []
+        b = mla_backend_bytes(self.spec, self.s, runtime_dtype_bytes(self.s), st.layers,
+                              self.gpu.compute_capability, self.rules.v0_mla_absorbed)
+        if not b:
+            return []
+        what = ("the absorbed decode matrices W_Q_UK / W_UV_O and W_QR (v0 0.7.1-0.7.3, "
+                "VLLM_MLA_PERFORM_MATRIX_ABSORPTION=1)" if self.rules.v0_mla_absorbed else
+                "a 16-bit copy of the quantized kv_b_proj (W_UK / W_UV)")
+        return [f"The MLA backend keeps {what} next to the weights: ~{_gib(b)} per rank, "
+                "inside vLLM's weights measurement."]
 
     def _v0_mamba_note(self, st) -> list[str]:
         """v0 keeps the Mamba state outside the KV cache, allocated in the profile run."""

@@ -187,7 +187,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "... or VLLM_ATTENTION_BACKEND=FLASHINFER (config.py)"),
     ("0.7.1", "v1", {"log_capacity": "v1_070"},
      "'Maximum concurrency' line added (v1/core/kv_cache_utils.py; 0.7.0 logs the blocks only)"),
-    ("0.7.1", "v0", {"mla_supported": True}, "v0 MLA from 0.7.1 (§4)"),
+    ("0.7.1", "v0", {"mla_supported": True, "v0_mla_absorbed": True},
+     "v0 MLA from 0.7.1 (§4); its backend keeps the absorbed decode matrices next to the "
+     "weights (attention/backends/mla/utils.py, VLLM_MLA_PERFORM_MATRIX_ABSORPTION=1)"),
     ("0.7.2", "v0", {"v0_mla_align_bytes": 256},
      "MLA cache entries padded to 256 bytes on CUDA (worker/cache_engine.py align_to_256bytes)"),
     ("0.7.2", "both", {"transformers_fallback": True},
@@ -216,7 +218,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.8.0", "v0", {"v0_auto_chunk_blockers": frozenset(
         {"sliding", "lora", "spec", "multimodal", "pooling", "rocm", "mla"})},
      "auto chunked prefill not for MLA models (_set_default_args_v0)"),
-    ("0.8.0", "v0", {"v0_mla_align_bytes": 0},
+    ("0.8.0", "v0", {"v0_mla_align_bytes": 0, "v0_mla_absorbed": False},
      "auto chunked prefill ends (§9: 0.5.5-0.7.3); MLA entry padding removed"),
     ("0.8.0", "both", {"interleaved_swa_types": frozenset({"gemma2", "gemma3", "gemma3_text",
                                                            "cohere2"})},

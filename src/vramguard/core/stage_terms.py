@@ -23,8 +23,8 @@ from .provenance import Estimate, Source
 from .rules import VllmRules
 from .runner import async_scheduling, mamba_cache_mode, model_runner_v2
 from .settings import Settings, is_pooling
-from .weights import (LoraRules, draft_bytes, eplb_buffer_bytes, moe_partition, mxfp4_layout,
-                      pp_layer_split, runtime_dtype_bytes)
+from .weights import (LoraRules, draft_bytes, eplb_buffer_bytes, mla_backend_bytes,
+                      moe_partition, mxfp4_layout, pp_layer_split, runtime_dtype_bytes)
 
 if TYPE_CHECKING:
     from .planner import PlanHooks
@@ -211,9 +211,15 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
             w = replace(w, bytes=w.bytes + draft_w)
         if eplb and rules.eplb_buffer == "weights":
             w = replace(w, bytes=w.bytes + eplb)
+        how = "parameters x bytes per rank + RoPE cache"
+        mla = (mla_backend_bytes(spec, s, dtype_b, rng, gpu.compute_capability,
+                                 rules.v0_mla_absorbed)
+               if rules.mla_supported and spec.uses_mla else 0)
+        if mla:
+            w = replace(w, bytes=w.bytes + mla)
+            how += " + the MLA backend's copies of the attention matrices"
         src = Source.CHECKPOINT if w.from_checkpoint else Source.CONFIG
-        w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src,
-                                "parameters x bytes per rank + RoPE cache")
+        w_est = Estimate.banded(w.bytes, 0.01 if w.from_checkpoint else 0.03, src, how)
         n_est = Estimate.banded(non_torch, act.NON_TORCH_REL, Source.ESTIMATED,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         out.append((r, rng, w_est, n_est, v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))

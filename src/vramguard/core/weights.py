@@ -15,7 +15,8 @@ from itertools import chain
 from operator import add
 from typing import NamedTuple
 
-from .model import DTYPE_BYTES, LayerParams, ModelSpec, QuantSpec, distinct_index, fields_key
+from .model import (DTYPE_BYTES, MLA, LayerParams, ModelSpec, QuantSpec, distinct_index,
+                    fields_key)
 from .settings import Settings, is_pooling, uses_mtp
 
 VOCAB_PADDING = 64
@@ -128,6 +129,59 @@ def eplb_buffer_bytes(spec: ModelSpec, settings: Settings, dtype_b: float) -> in
     maps = (len(layers) * m.num_experts * 1024 * 8
             + 1000 * len(layers) * (m.num_experts + settings.num_redundant_experts) * 4)
     return int(one) + maps
+
+
+def _mla_fp8_stays(quant: QuantSpec | None, cc: tuple[int, int] | None) -> bool:
+    """The MLA projections keep FP8 weights on the GPU (v0 then requantizes what it
+    absorbs): FP8 checkpoints, unless the GPU below 8.9 runs them as Marlin's repacked
+    int32 (per-tensor/channel only: block FP8 never goes to Marlin; ROCm never does)."""
+    if quant is None:
+        return False
+    fp8 = quant.method == "fp8" or "W8A8-FP8" in quant.linear_schemes
+    return fp8 and (quant.block_shape is not None or cc is None or cc >= (8, 9))
+
+
+def mla_backend_bytes(spec: ModelSpec, settings: Settings, dtype_b: float,
+                      layers: tuple[int, int], cc: tuple[int, int] | None = None,
+                      absorbed: bool = False) -> int:
+    """What vLLM's MLA backend keeps next to the weights of the MLA layers in `layers`
+    (start, end) on one TP rank, inside the weights measurement (its
+    `process_weights_after_loading`):
+
+    - a quantized checkpoint: the dequantized kv_b_proj (kv_lora_rank x local heads x
+      (qk_nope + v) in the model dtype) that W_UK / W_UV view (every release with MLA, v0
+      0.7.1+ and v1 0.8+: "we just store fp16/bf16 copies", mla/common.py);
+    - `absorbed` (v0 0.7.1-0.7.3, default VLLM_MLA_PERFORM_MATRIX_ABSORPTION=1,
+      attention/backends/mla/utils.py): W_Q_UK (q_lora_rank or hidden x local heads x
+      kv_lora_rank) and W_UV_O (local heads x kv_lora_rank x hidden), requantized to FP8
+      when the weights are FP8, else in the model dtype, and W_QR (q_lora_rank or hidden x
+      local heads x rope dim) in the model dtype.
+
+    NOTE: FP8 block scales of the requantized matrices (one fp32 per 128 x 128) are left out.
+    """
+    tp = settings.tensor_parallel_size
+    quant = effective_quant(spec, settings)
+    # NOTE: attention is quantized when its rate (as `_rank_bytes` reads it) is under 16 bits
+    dequant_kv = quant is not None and (quant.attention_bytes_per_param
+                                        or quant.linear_bytes_per_param) < 2.0
+    absorbed_b = 1 if _mla_fp8_stays(quant, cc) else dtype_b
+    nh, h = spec.num_attention_heads, spec.hidden_size
+    local = nh // tp
+    total = 0.0
+    for layer in spec.layers[layers[0]:layers[1]]:
+        a, p = layer.attention, layer.params
+        if a.kind != MLA or not (nh and h and a.mla_kv_lora_rank):
+            continue
+        rope, nope, kv = a.mla_rope_head_dim or 0, a.mla_qk_nope_head_dim or 0, a.mla_kv_lora_rank
+        per_cache = a.cache_layers or 1
+        v_dim = p.attn_o // per_cache // (nh * h)
+        one = kv * local * (nope + v_dim) * dtype_b if dequant_kv else 0
+        if absorbed:
+            q_in = p.attn_q // per_cache // max(1, nh * (nope + rope))   # q_lora_rank or hidden
+            one += ((q_in * local * kv + local * kv * h) * absorbed_b
+                    + q_in * local * rope * dtype_b)
+        total += one * per_cache
+    return int(total)
 
 
 def moe_partition(settings: Settings) -> int:
