@@ -82,6 +82,7 @@ class ProfileShape:
     sampler: bool = True            # False: a pooling model (no dummy sampler)
     encoder_dp: bool = False        # --mm-encoder-tp-mode data: whole items per TP rank
     moe_chunk: int | None = None    # the fused-MoE kernel's token chunk (`rules.moe_chunk_tokens`)
+    dp_ranks: int = 1               # V1 data parallelism: MoE layers see every DP rank's tokens
 
 
 def vision_item(spec: ModelSpec) -> tuple[int, int]:
@@ -176,9 +177,16 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
         inter = m.moe_intermediate_size / max(1, shape.moe_inter_divisor)
         # NOTE: the fused-MoE kernel runs the tokens in chunks of VLLM_FUSED_MOE_CHUNK_SIZE
         # (0.5.1-0.17), sizing its workspace for one chunk
-        mt = min(t, shape.moe_chunk) if shape.moe_chunk else t
+        # NOTE: with data parallelism (V1, 0.8+) each rank's MoE layer runs on the tokens of
+        # every DP rank (the default all-to-all, naive multicast up to 0.10 / all-gather +
+        # reduce-scatter from 0.11, gathers them; every rank profiles the same batched tokens)
+        gathered = t * max(1, shape.dp_ranks)
+        mt = min(gathered, shape.moe_chunk) if shape.moe_chunk else gathered
         ws = mt * m.num_experts_per_tok * (3 * inter + spec.hidden_size) * 2
         total += int(ws * ACT_MOE_FACTOR)
+        # NOTE: ... and the gathered hidden states and router logits of the other ranks (0.20+
+        # gathers top-k ids and weights instead of the logits: fewer bytes, within the band)
+        total += (gathered - t) * (spec.hidden_size + m.num_experts) * 2
     if shape.last_pp_rank and shape.sampler and not spec.is_encoder_only:
         total += int(shape.num_reqs * spec.vocab_size * 4 * shape.sampler_copies)
     enc = (vision_encoder_bytes(spec, shape.tp, eng, shape.encoder_items, shape.encoder_dp)

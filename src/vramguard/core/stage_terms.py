@@ -101,8 +101,11 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             dtype_bytes=dtype_b,
             engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
             encoder_items=items, encoder_kept_bytes=kept, sampler=sampler,
-            encoder_dp=s.mm_encoder_tp_mode == "data", moe_chunk=rules.moe_chunk_tokens))
+            encoder_dp=s.mm_encoder_tp_mode == "data", moe_chunk=rules.moe_chunk_tokens,
+            dp_ranks=s.data_parallel_size if rules.engine == "v1" else 1))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
+        if spec.moe is not None and s.data_parallel_size > 1 and rules.engine == "v1":
+            note += f" (MoE over the tokens of {s.data_parallel_size} DP ranks)"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
             a_val += mamba_slot * v0_mamba_slots(rules, seqs, eager)
