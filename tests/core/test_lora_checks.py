@@ -107,3 +107,27 @@ def test_lora_graph_cases_by_release_and_specialize_active_lora():
     assert lora_graph_cases(spec.with_(max_loras=64), resolve_rules("0.20.0")) == 1 + 8
     assert lora_graph_cases(Settings(), resolve_rules("0.20.0")) == 1
 
+
+
+def test_lora_dtype_sets_the_slot_bytes_and_its_choices_by_release():
+    """--lora-dtype (LoRAConfig.lora_dtype): auto is the model dtype; float32 doubles the
+    bf16 slots and is one of argparse's choices up to 0.6.4 only (engine/arg_utils.py)."""
+    from vramguard.core.weights import lora_bytes
+    spec = llama31_8b()
+    s = LORA.with_(max_loras=4)
+    bf16 = lora_bytes(spec, s, 2)
+    assert lora_bytes(spec, s.with_(lora_dtype="auto"), 2) == bf16
+    assert lora_bytes(spec, s.with_(lora_dtype="float16"), 2) == bf16
+    assert lora_bytes(spec, s.with_(lora_dtype="float32"), 2) == 2 * bf16
+    w = {d: plan(spec, s.with_(lora_dtype=d), H100, vllm_version="0.6.4")
+         .tightest.weights.value_bytes for d in ("auto", "float32")}
+    from vramguard.core.rules import resolve_rules
+    from vramguard.core.weights import LoraRules
+    r = resolve_rules("0.6.4", "v0")
+    rules = LoraRules(r.lora_moe, r.lora_extra_vocab, r.lora_tied_double, r.lora_embedding_archs,
+                      r.lora_outside_budget)
+    assert w["float32"] - w["auto"] == lora_bytes(spec, s, 2, rules)    # the 16-bit slots again
+    assert refusal("0.6.5", s.with_(lora_dtype="float32")) == (
+        "vllm serve: error: argument --lora-dtype: invalid choice: 'float32' "
+        "(choose from 'auto', 'float16', 'bfloat16')")
+    plan(spec, s.with_(lora_dtype="bfloat16"), H100, vllm_version="0.33.0")

@@ -185,6 +185,7 @@ class VllmRules:
     lora_outside_budget: bool = False
     lora_rank_argparse: bool = False
     lora_extra_vocab_choices: tuple[int, ...] = (0, 256, 512)
+    lora_dtypes: tuple[str, ...] = ("auto", "float16", "bfloat16", "float32")   # --lora-dtype
     lora_max_batched_tokens: int | None = 65528
     lora_no_chunked: bool = False
     lora_no_cpu_offload: str | None = None

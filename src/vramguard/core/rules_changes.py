@@ -121,6 +121,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.6.4", "v0", {"whole_gpu": True, "log_available": "v0_064"},
      "0.6.4 charges everything on the GPU (§1a)"),
     ("0.6.5", "both", {"lora_no_chunked": False}, "LoRA with chunked prefill (config.py)"),
+    ("0.6.5", "both", {"lora_dtypes": ("auto", "float16", "bfloat16")},
+     "--lora-dtype float32 leaves argparse's choices (engine/arg_utils.py; LoRADType from 0.10)"),
     ("0.6.5", "both", {"block_size_choices": (8, 16, 32)},
      "--block-size choices (engine/arg_utils.py; 64 and 128 again in 0.6.6)"),
     ("0.6.5", "both", {"rocm_quant_platform": "rocm"},

@@ -60,6 +60,7 @@ class Settings:
     max_loras: int | None = None
     max_lora_rank: int | None = None
     max_cpu_loras: int | None = None          # vLLM checks it is >= max_loras
+    lora_dtype: str | None = None             # --lora-dtype (None / auto: the model dtype)
     lora_extra_vocab_size: int | None = None  # up to 0.11.2 (default 256)
     fully_sharded_loras: bool = False         # LoRA A / B split over TP too
     specialize_active_lora: bool = False      # 0.16+: graphs per active-adapter count

@@ -385,6 +385,9 @@ def lora_bytes(spec: ModelSpec, settings: Settings, dtype_b: int,
     their attention."""
     if not settings.enable_lora:
         return 0
+    # NOTE: --lora-dtype sets the slots' dtype (LoRAConfig.lora_dtype; auto: the model's)
+    if settings.lora_dtype not in (None, "auto"):
+        dtype_b = DTYPE_BYTES.get(settings.lora_dtype, dtype_b)
     slots = settings.max_loras or 1
     rank = settings.max_lora_rank or 16
     tp = max(1, settings.tensor_parallel_size)

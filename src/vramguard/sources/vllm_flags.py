@@ -101,6 +101,8 @@ FLAGS: dict[str, Flag] = {
     "--max-loras": Flag("max_loras", POS_INT, 1),
     "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
     "--max-cpu-loras": Flag("max_cpu_loras", POS_INT, 1),
+    # argparse's choices by release are checked in core/lora_checks.py (float32 up to 0.6.4)
+    "--lora-dtype": Flag("lora_dtype", CHOICE, choices=("auto", "float16", "bfloat16", "float32")),
     "--lora-extra-vocab-size": Flag("lora_extra_vocab_size", POS_INT, 0, 1 << 20),
     "--fully-sharded-loras": Flag("fully_sharded_loras", BOOL),
     "--specialize-active-lora": Flag("specialize_active_lora", BOOL),
@@ -177,7 +179,7 @@ IGNORED_VALUE = frozenset("""
 --max-parallel-loading-workers --worker-cls --worker-extension-cls --prefix-caching-hash-algo
 --media-io-kwargs --mm-processor-kwargs --mm-processor-cache-gb --mm-processor-cache-type
 --mm-shm-cache-max-object-size-mb --mm-encoder-attn-backend
---mm-encoder-attn-dtype --video-pruning-rate --lora-dtype --default-mm-loras
+--mm-encoder-attn-dtype --video-pruning-rate --default-mm-loras
 --lora-target-modules --show-hidden-metrics-for-version --otlp-traces-endpoint
 --collect-detailed-traces --max-num-partial-prefills --max-long-partial-prefills
 --long-prefill-token-threshold --num-lookahead-slots --scheduling-policy --scheduler-cls
