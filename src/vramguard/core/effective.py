@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from . import _memo
+from .all2all import batched_dp_moe
 from .errors import UsageError
 from .gpu import GpuSpec
 from .maxlen import DerivedLen, apply_user_len
@@ -95,6 +96,8 @@ def settings_base(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
         d_tokens, d_seqs = _memo.scheduler_defaults(rules, gpu.name, gpu.total_bytes / GIB,
                                                     entrypoint=s.entrypoint, device=device,
                                                     world_size=s.world_size)
+        if batched_dp_moe(s, rules):
+            d_tokens = rules.batched_dp_moe_tokens
         if s.performance_mode == "throughput" and rules.performance_mode_flag:
             d_tokens, d_seqs = 2 * d_tokens, 2 * d_seqs
         sched = (d_tokens, d_seqs)

@@ -4,6 +4,7 @@ only read what the walk decided."""
 
 from __future__ import annotations
 
+from .all2all import GATHER_BACKENDS, all2all_backend, deepep_buffer_bytes, dp_gather_ranks
 from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .provenance import GIB
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
@@ -48,6 +49,28 @@ class PlanNotes:
             out.append(f"LoRA slots take ~{g(lora_b)} per rank that this release (v0) does "
                        "not deduct: they use memory outside gpu_memory_utilization.")
         return out
+
+    def _all2all_note(self) -> list[str]:
+        """Data parallelism's MoE all-to-all: what the profile run and the buffers take."""
+        s, rules = self.s, self.rules
+        if s.data_parallel_size <= 1 or self.spec.moe is None or rules.engine != "v1":
+            return []
+        backend = all2all_backend(s, rules)
+        ranks = dp_gather_ranks(self.spec, s, rules)
+        name = f"all-to-all {backend}" if backend else "naive multicast"
+        if ranks > 1:
+            return [f"DP {s.data_parallel_size}: each rank's MoE layers run on the tokens of all "
+                    f"{ranks} DP ranks in the profile run ({name}), counted in the activation."]
+        tokens = self.eff.values["max_num_batched_tokens"]
+        b = deepep_buffer_bytes(self.spec, s, rules, tokens)
+        if b:
+            nodes = (" (one node; across nodes high throughput adds an RDMA buffer of the "
+                     "NVLink size)" if backend == "deepep_high_throughput" else "")
+            return [f"DeepEP's buffers ({backend}), ~{_gib(b)} per rank, are allocated outside "
+                    f"torch after the weights are measured: counted in non-torch memory{nodes}."]
+        if backend not in GATHER_BACKENDS:
+            return [f"The {backend} all-to-all's own buffers are not counted (not modelled)."]
+        return []
 
     def _mla_backend_note(self, st) -> list[str]:
         """The MLA backend's copies of the attention matrices, counted in the weights."""

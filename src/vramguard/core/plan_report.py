@@ -300,7 +300,7 @@ class PlanReport(PlanNotes):
         out.append(f"CUDA graphs {g(st.graph.value_bytes)} ({st.graph.source.value}; {gm}).")
         out += self._graph_flag_notes()
         out += self._lora_graph_notes(st) + self._outside_budget_notes()
-        out += self._mla_backend_note(st)
+        out += self._mla_backend_note(st) + self._all2all_note()
         if self.rules.whole_gpu:
             out.append("This version charges everything already on the GPU (other processes, "
                        "CUDA context) to the KV budget.")

@@ -403,6 +403,20 @@ class VllmRules:
     # tokens at most (65,536 in 0.5.1-0.5.x, 32,768 0.6-0.11, 16,384 0.12-0.17; no chunking
     # from 0.18, fused_moe/fused_moe.py)
     moe_chunk_tokens: int | None = None
+    # data parallelism's MoE all-to-all (`all2all.py`): the default backend (naive 0.9.0,
+    # allgather_reducescatter 0.11.0), how VLLM_ALL2ALL_BACKEND applies ("only" 0.9.0-0.11.0,
+    # "fallback" to the flag 0.11.1-0.13, "override" 0.14, gone from 0.15) and its value
+    # (`rules_env.apply_env`), --all2all-backend's choices (0.11.1+), DeepEP's managers
+    # (0.9.1+) and NVLink buffer (VLLM_DEEPEP_BUFFER_SIZE_MB from 0.11), the batched-DP
+    # default of max_num_batched_tokens (0.20+)
+    all2all_default: str | None = None
+    all2all_env: str | None = None
+    all2all_env_value: str | None = None
+    all2all_choices: tuple[str, ...] = ()
+    deepep: bool = False
+    deepep_buffer_env: bool = False
+    deepep_nvl_bytes: int = 1 << 30
+    batched_dp_moe_tokens: int | None = None
     # MXFP4 MoE kernels (`weights.mxfp4_layout`): Hopper's ("marlin" before 0.12, whose
     # Triton kernels were not bundled; "triton" from 0.12), FlashInfer's intermediate step on
     # Blackwell (256, 128 from 0.27)

@@ -37,6 +37,18 @@ _PP_061 = ("AquilaForCausalLM", "AquilaModel", "DeepseekV2ForCausalLM", "GPT2LMH
            "QWenLMHeadModel")
 _PP_062 = _PP_061 + ("Qwen2VLForConditionalGeneration",)
 
+# --all2all-backend's choices (config/parallel.py `All2AllBackend`), as releases grew them
+_A2A_0111 = ("naive", "pplx", "deepep_high_throughput", "deepep_low_latency",
+             "allgather_reducescatter", "flashinfer_all2allv")
+_A2A_016 = _A2A_0111[:4] + ("mori",) + _A2A_0111[4:]
+_A2A_018 = _A2A_0111[:4] + ("mori", "nixl_ep") + _A2A_0111[4:] + (
+    "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided")
+_A2A_023 = _A2A_0111[:4] + ("mori_high_throughput", "mori_low_latency", "nixl_ep") \
+    + _A2A_018[6:]
+_A2A_024 = _A2A_0111[:4] + ("deepep_v2",) + _A2A_023[4:]
+_A2A_031 = _A2A_024[:7] + ("moonep",) + _A2A_024[7:]
+_A2A_032 = _A2A_031 + ("passthrough",)
+
 # (version, engines, changes, why). "both" applies to v0 and v1 rows alike.
 CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.4.0", "v0", {"override_log_forced": True},
@@ -288,6 +300,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.0", "both", {"interleaved_swa_types": None},
      "interleaved: a sliding_window_pattern or a list of windows (config.py), i.e. layers "
      "that mix sliding-window and full attention"),
+    ("0.9.0", "both", {"all2all_default": "naive", "all2all_env": "only"},
+     "VLLM_ALL2ALL_BACKEND picks DP's MoE all-to-all, naive by default (core/all2all.py)"),
     ("0.9.1", "v1", {"hybrid_kv_manager": True},
      "the hybrid KV cache manager (0.9.0 unifies sliding windows into full attention: "
      "unify_hybrid_kv_cache_specs)"),
@@ -305,6 +319,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.9.1", "both", {"tokenizer_cap": "all"},
      "the tokenizer's model_max_length caps every model's length, after its check "
      "(config.py get_and_verify_max_len)"),
+    ("0.9.1", "both", {"deepep": True},
+     "DeepEP all-to-all managers, 1 GiB NVLink buffer (device_communicators/all2all.py)"),
     ("0.9.2", "both", {"eplb_buffer": "peak", "eplb_checks": "v092"},
      "EPLB: its rearrangement buffer in the profile run (eplb/rebalance_execute.py)"),
     ("0.9.2", "v1", {"mamba_spec_refused": "mamba2", "mamba_pc_refused": "mamba2"},
@@ -422,6 +438,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "all-reduce buffers before the snapshot (§1a): TP>1 N 0.55 GiB in 0.11.0 logs"),
     ("0.11.0", "v1", {"mm_dummy_at_max_len": True},
      "dummy multimodal item built at max_model_len (gpu_model_runner.py seq_len=max_model_len)"),
+    ("0.11.0", "both", {"all2all_default": "allgather_reducescatter", "deepep_buffer_env": True},
+     "all-to-all default allgather_reducescatter; VLLM_DEEPEP_BUFFER_SIZE_MB (envs.py)"),
     ("0.11.1", "v1", {"async_explicit_ok": frozenset(),
                       "msg_async_spec": "Currently, async scheduling is only supported with EAGLE/MTP kind of speculative decoding",
                       "msg_async_pp": "Async scheduling is not yet compatible with "
@@ -469,6 +487,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"mla_hybrid_align": 64, "hybrid_align_256_blackwell": "cc100"},
      "hybrid page alignment: MLA 64; head size 256 on Blackwell 32 (FlashInfer; "
      "is_device_capability(100)) (model_executor/models/config.py)"),
+    ("0.11.1", "both", {"all2all_env": "fallback", "all2all_choices": _A2A_0111},
+     "--all2all-backend; VLLM_ALL2ALL_BACKEND only when it is not given (config/parallel.py)"),
     ("0.11.2", "v1", {"mla_user_block": "modulo"},
      "a --block-size that is a multiple of the MLA backend's is kept (platforms/cuda.py)"),
     ("0.11.2", "v1", {"dcp": "gqa"},
@@ -540,6 +560,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "V2's weights line 'Model loading took %s GiB and %.6f seconds' (gpu/model_runner.py)"),
     ("0.14.0", "v1", {"async_scheduling_default": True},
      "async scheduling on by default when compatible (config/vllm.py)"),
+    ("0.14.0", "both", {"all2all_env": "override"},
+     "VLLM_ALL2ALL_BACKEND, deprecated, overrides --all2all-backend (config/parallel.py)"),
     ("0.15.0", "v1", {"msg_async_pp": None}, "--async-scheduling with PP allowed"),
     ("0.15.0", "v1", {"mamba_pc_per_block": False}, "... named mamba_cache_mode 'all'"),
     ("0.15.0", "both", {"lora_embedding_archs": frozenset({
@@ -562,6 +584,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.15.0", "v1", {"mla_flashinfer_nope": (128,), "mla_block_flashinfer": 64},
      "MLA on Blackwell: FLASHINFER_MLA when qk_nope_head_dim is 128, block size forced to 64 "
      "(platforms/cuda.py)"),
+    ("0.15.0", "both", {"all2all_env": None},
+     "VLLM_ALL2ALL_BACKEND removed, as 0.14 announced (not read in 0.16's sources)"),
     ("0.16.0", "v1", {"lora_active_counts": True},
      "--specialize-active-lora: graphs per captured adapter count (v1/cudagraph_dispatcher.py)"),
     ("0.16.0", "v1", {"async_explicit_ok": frozenset({"draft_model"}),
@@ -582,6 +606,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "time (quantization/fp8.py; up to 0.15 every layer is allocated in 16-bit at init)"),
     ("0.16.0", "v1", {"profile_assert_ge": True},
      "the profiling assert allows equality: init free >= free after profiling (gpu_worker.py)"),
+    ("0.16.0", "both", {"all2all_choices": _A2A_016}, "--all2all-backend mori"),
     ("0.17.0", "v1", {"async_off_mamba_pc": False}, "... not for a Mamba cache mode"),
     ("0.17.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
                                             "hunyuan_v1_dense", "afmoe", "nemotron_h"),
@@ -634,6 +659,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.18.0", "v1", {"graph_budget": "estimated",
                       "allreduce_in_n": "graph_probe"},
      "§1a; graph-memory probe in the profiling window (PR 30515, IPC leak: PR 46515)"),
+    ("0.18.0", "both", {"all2all_choices": _A2A_018},
+     "--all2all-backend nixl_ep, flashinfer_nvlink_two_sided / _one_sided"),
     ("0.19.0", "v1", {"online_fp8_bf16_load_peak": None}, "layer-wise online FP8 (§8)"),
     ("0.19.0", "v1", {"kv_fit_check": "groups"},
      "... every group's blocks summed (kv_cache_utils.py)"),
@@ -664,6 +691,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "NemotronH's default SSM dtype float32 (DEFAULT_MAMBA_SSM_CACHE_DTYPE)"),
     ("0.20.0", "v1", {"graph_budget": "subtracted", "default_util": 0.92,
                       "mamba_blocks_check": True}, "§1a, §10"),
+    ("0.20.0", "both", {"batched_dp_moe_tokens": 256},
+     "DeepEP low latency / NIXL-EP with EP and DP > 1: max_num_batched_tokens defaults to 256 "
+     "(ParallelConfig.use_batched_dp_moe, engine/arg_utils.py)"),
     ("0.20.1", "v1", {"dcp_log": None},
      "the token count is concurrency x length: no 'Multiplying' line (v1/core/kv_cache_utils.py)"),
     ("0.20.1", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
@@ -696,6 +726,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "Model Runner V2 by default for Llama, Mistral, Qwen3 (config/vllm.py)"),
     ("0.23.0", "v1", {"block_size_positive": True},
      "block_size: int = Field(gt=0) (config/cache.py)"),
+    ("0.23.0", "both", {"all2all_choices": _A2A_023},
+     "--all2all-backend mori_high_throughput / mori_low_latency"),
     ("0.24.0", "both", {"half_only_quant": frozenset()},
      "awq becomes auto_awq: float16 and bfloat16 (quantization/auto_awq.py)"),
     ("0.24.0", "v1", {"gguf_loader": False},
@@ -704,6 +736,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
         "LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM", "DeepseekV2ForCausalLM",
         "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})},
      "Model Runner V2 by default for six architectures, MoE and quantized too (config/vllm.py)"),
+    ("0.24.0", "both", {"all2all_choices": _A2A_024}, "--all2all-backend deepep_v2"),
     ("0.25.0", "v1", {"mm_ipc_reserve": "0.25"},
      "--mm-ipc-gpu-memory-gb: the frontend's multimodal GPU decoding budget comes out of the KV "
      "cache budget (gpu_worker.py _reserve_mm_ipc_gpu_memory)"),
@@ -770,6 +803,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.31.0", "v1", {"v1_runner_spec_methods": frozenset({
         "ngram", "ngram_gpu", "suffix", "medusa", "mlp_speculator", "custom_class"})},
      "draft models run on Model Runner V2 (config/vllm.py)"),
+    ("0.31.0", "both", {"all2all_choices": _A2A_031}, "--all2all-backend moonep"),
     ("0.32.0", "v1", {"async_spec_ok": frozenset({"ngram_gpu", "dspark", "draft_model",
                                                    "dflash"}), "async_off_pp": "v1_runner"},
      "... draft models too; PP > 1 turns it off on the V1 model runner"),
@@ -782,6 +816,7 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.32.0", "v1", {"msg_autofit_kv": True},
      "auto-fit lines name the KV cache memory and its device (kv_cache_utils.py)"),
     ("0.32.0", "v1", {}, "external-weights messages (§10)"),
+    ("0.32.0", "both", {"all2all_choices": _A2A_032}, "--all2all-backend passthrough"),
     ("0.33.0", "v1", {"msg_async_spec": "Async scheduling is not supported by the V1 model "
                                         "runner with {method}-based speculative decoding.",
                       "msg_async_pp": "Async scheduling is not supported by the V1 model "

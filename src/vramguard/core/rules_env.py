@@ -16,6 +16,8 @@ ENV_ALIGN_KV_CACHE = "VLLM_CUDA_MEM_ALIGN_KV_CACHE"
 ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 ENV_CHUNKED_HYBRID = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 ENV_PP_PARTITION = "VLLM_PP_LAYER_PARTITION"
+ENV_ALL2ALL = "VLLM_ALL2ALL_BACKEND"
+ENV_DEEPEP_MB = "VLLM_DEEPEP_BUFFER_SIZE_MB"
 
 
 def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
@@ -27,8 +29,10 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
     0.12+): `1` for every model, `0` for none. `VLLM_CUDA_MEM_ALIGN_KV_CACHE=0`
     (v0 0.7.2-0.7.3): MLA cache entries not padded. `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (every
     row): a `--max-model-len` above the derived maximum is accepted.
-    `VLLM_PP_LAYER_PARTITION` (0.5.4+): the layers per pipeline stage. Older rows and other
-    variables are unchanged.
+    `VLLM_PP_LAYER_PARTITION` (0.5.4+): the layers per pipeline stage.
+    `VLLM_ALL2ALL_BACKEND` (0.9.0-0.14): DP's MoE all-to-all where the release reads it
+    (`all2all.all2all_backend`); `VLLM_DEEPEP_BUFFER_SIZE_MB` (0.11+): DeepEP's NVLink buffer.
+    Older rows and other variables are unchanged.
     """
     if not env:                           # NOTE: every screened candidate of a search
         return rules
@@ -44,6 +48,7 @@ def apply_env(rules: VllmRules, env: dict[str, str] | None) -> VllmRules:
         if val is not None and rules.v0_mla_align_bytes and not _truthy(val):
             rules = replace(rules, v0_mla_align_bytes=0)
         return rules
+    rules = _with_all2all(rules, env)
     val = env.get(ENV_GRAPH_ESTIMATE)
     if val is not None and rules.graph_budget != "headroom":
         rules = replace(rules, graph_budget="subtracted" if _truthy(val) else "estimated")
@@ -78,6 +83,18 @@ def _with_partition(rules: VllmRules, value: str) -> VllmRules:
     except ValueError:
         return replace(rules, pp_partition=value)
     return replace(rules, pp_partition=value, pp_layout=sizes)
+
+
+def _with_all2all(rules: VllmRules, env: dict[str, str]) -> VllmRules:
+    """The all-to-all variables where the row reads them; a buffer size that is not a whole
+    number of MiB keeps the default (vLLM's int() would stop at startup)."""
+    backend = env.get(ENV_ALL2ALL)
+    if backend is not None and rules.all2all_env:
+        rules = replace(rules, all2all_env_value=backend.strip())
+    mb = env.get(ENV_DEEPEP_MB)
+    if mb is not None and rules.deepep_buffer_env and mb.strip().isdigit():
+        rules = replace(rules, deepep_nvl_bytes=int(mb) << 20)
+    return rules
 
 
 def _truthy(val: str) -> bool:

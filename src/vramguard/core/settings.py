@@ -19,6 +19,7 @@ class Settings:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
+    all2all_backend: str | None = None        # --all2all-backend (0.11.1+)
     decode_context_parallel_size: int = 1     # -dcp (0.11+): KV tokens sharded over TP ranks
     gpu_memory_utilization: float | None = None
     max_model_len: int | None = None          # None: derived from the model config

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from . import _memo
 from ._frozen import maker, replacer
 from . import activation as act
+from .all2all import deepep_buffer_bytes, dp_gather_ranks
 from . import kv as kvm
 from .arch_support import encoder_tp_data
 from .calibration import Calibration
@@ -89,10 +90,15 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     # consumed since the snapshot, so the V2 sampler's per-request state is in it.
     state = (act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model and sampler
              else 0)
+    dp_ranks = dp_gather_ranks(spec, s, rules)
+    deepep = deepep_buffer_bytes(spec, s, rules, tokens) if s.data_parallel_size > 1 else 0
     out = []
     for r, rng, _w, n_est, _shape, mamba_slot, _windowed in fixed:
         if state and r == pp - 1:
             n_est = _plus(n_est, state, " + the V2 sampler's per-request penalty state")
+        if deepep:
+            # NOTE: DeepEP's runtime allocates them outside torch after the weights are measured
+            n_est = _plus(n_est, deepep, " + DeepEP's all-to-all buffers")
         # NOTE: computed, not memoized: a search gives most (tokens, seqs) once, and looking
         # the peak up cost more than the arithmetic.
         a_val = act.activation_bytes(spec, _profile_shape(
@@ -102,10 +108,10 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
             encoder_items=items, encoder_kept_bytes=kept, sampler=sampler,
             encoder_dp=s.mm_encoder_tp_mode == "data", moe_chunk=rules.moe_chunk_tokens,
-            dp_ranks=s.data_parallel_size if rules.engine == "v1" else 1))
+            dp_ranks=dp_ranks))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
-        if spec.moe is not None and s.data_parallel_size > 1 and rules.engine == "v1":
-            note += f" (MoE over the tokens of {s.data_parallel_size} DP ranks)"
+        if dp_ranks > 1:
+            note += f" (MoE over the tokens of {dp_ranks} DP ranks)"
         if mamba_slot:
             # NOTE: v0 allocates the Mamba state in the profile run's first forward.
             a_val += mamba_slot * v0_mamba_slots(rules, seqs, eager)

@@ -147,7 +147,8 @@ def _check_cache_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
             ("--mamba-cache-mode", s.mamba_cache_mode, rules.mamba_mode_choices, "0.15"),
             ("--mamba-cache-dtype", s.mamba_cache_dtype, rules.mamba_dtype_choices, "0.10.1"),
             ("--mamba-ssm-cache-dtype", s.mamba_ssm_cache_dtype, rules.mamba_dtype_choices,
-             "0.10.1")):
+             "0.10.1"),
+            ("--all2all-backend", s.all2all_backend, rules.all2all_choices, "0.11.1")):
         if value is not None:
             _check_choice(flag, value, choices, version, since)
     _check_graph_flags(s, rules, version)

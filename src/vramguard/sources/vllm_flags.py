@@ -79,6 +79,8 @@ FLAGS: dict[str, Flag] = {
     "--enable-prefix-caching": Flag("enable_prefix_caching", TRIBOOL),
     "--async-scheduling": Flag("async_scheduling", TRIBOOL),
     "--enable-expert-parallel": Flag("enable_expert_parallel", BOOL),
+    # its choices by release are checked in core/validation.py
+    "--all2all-backend": Flag("all2all_backend", STR),
     "--disable-custom-all-reduce": Flag("disable_custom_all_reduce", BOOL),
     "--language-model-only": Flag("language_model_only", BOOL),
     "--runner": Flag("runner", CHOICE, choices=("auto", "generate", "pooling", "draft")),
@@ -174,7 +176,7 @@ IGNORED_VALUE = frozenset("""
 --guided-decoding-backend --distributed-executor-backend --data-parallel-rank
 --data-parallel-start-rank --data-parallel-size-local --data-parallel-address
 --data-parallel-rpc-port --data-parallel-backend --data-parallel-supervisor-port
---all2all-backend --dbo-decode-token-threshold --dbo-prefill-token-threshold
+--dbo-decode-token-threshold --dbo-prefill-token-threshold
 --expert-placement-strategy --eplb-window-size --eplb-step-interval
 --max-parallel-loading-workers --worker-cls --worker-extension-cls --prefix-caching-hash-algo
 --media-io-kwargs --mm-processor-kwargs --mm-processor-cache-gb --mm-processor-cache-type
@@ -284,5 +286,6 @@ UNMODELED_BOOL = frozenset("""
 # Environment variables of a pasted line that change vLLM's startup memory but that the plan
 # does not take into account (VLLM_USE_V1 selects the engine; the planner reads
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, VLLM_USE_V2_MODEL_RUNNER and
-# VLLM_CUDA_MEM_ALIGN_KV_CACHE and VLLM_ALLOW_LONG_MAX_MODEL_LEN through plan(env=...)).
+# VLLM_CUDA_MEM_ALIGN_KV_CACHE, VLLM_ALLOW_LONG_MAX_MODEL_LEN, VLLM_PP_LAYER_PARTITION,
+# VLLM_ALL2ALL_BACKEND and VLLM_DEEPEP_BUFFER_SIZE_MB through plan(env=...)).
 UNMODELED_ENV = ("VLLM_CPU_KVCACHE_SPACE",)
