@@ -132,3 +132,17 @@ def test_a_pasted_variable_reaches_the_plan():
     ht = plan(v3, EP8, H200, vllm_version="0.10.1", env=env)
     assert ht.tightest.non_torch.value_bytes - base.tightest.non_torch.value_bytes == 1 << 30
     assert ht.tightest.activation.value_bytes < base.tightest.activation.value_bytes
+
+
+def test_the_settings_echo_the_backend_and_where_it_came_from():
+    v3 = _v3()
+    p = plan(v3, EP8, H200, vllm_version="0.33.0")
+    assert (p.settings["all2all_backend"], p.settings_sources["all2all_backend"]) == (
+        "allgather_reducescatter", "vllm_default")
+    p = plan(v3, EP8, H200, vllm_version="0.10.1", env={"VLLM_ALL2ALL_BACKEND": "pplx"})
+    assert (p.settings["all2all_backend"], p.settings_sources["all2all_backend"]) == (
+        "pplx", "derived")
+    p = plan(v3, EP8.with_(all2all_backend="naive"), H200, vllm_version="0.33.0")
+    assert (p.settings["all2all_backend"], p.settings_sources["all2all_backend"]) == (
+        "naive", "user")
+    assert p.settings["lora_dtype"] == "auto"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from . import _memo
-from .all2all import batched_dp_moe
+from .all2all import all2all_backend, batched_dp_moe
 from .errors import UsageError
 from .gpu import GpuSpec
 from .maxlen import DerivedLen, apply_user_len
@@ -51,7 +51,7 @@ _FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"
           "optimization_level", "compilation_mode", "cudagraph_capture_sizes", "cuda_graph_sizes",
           "performance_mode", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "limit_mm_per_prompt",
           "mm_encoder_tp_mode", "enable_multimodal_encoder_data_parallel", "kv_offloading_size",
-          "kv_offloading_backend", "mm_ipc_gpu_memory_gb")
+          "kv_offloading_backend", "mm_ipc_gpu_memory_gb", "all2all_backend", "lora_dtype")
 
 
 _flag_values = attrgetter(*_FLAGS)
@@ -185,6 +185,14 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
                          where="--max-num-batched-tokens")
     if s.enable_lora and rules.lora_max_batched_tokens is not None:
         check_lora_batched_tokens(s, rules, tokens)
+    if values["lora_dtype"] is None:
+        values["lora_dtype"] = "auto"               # NOTE: LoRAConfig's default (the model's)
+    if rules.all2all_default is not None:
+        # NOTE: the release's backend: the flag, VLLM_ALL2ALL_BACKEND (derived) or the default
+        backend = all2all_backend(s, rules)
+        if backend != s.all2all_backend:
+            values["all2all_backend"] = backend
+            sources["all2all_backend"] = X if backend == rules.all2all_env_value else D
     return Eff(values, sources), derived
 
 
