@@ -90,8 +90,10 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     # consumed since the snapshot, so the V2 sampler's per-request state is in it.
     state = (act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model and sampler
              else 0)
-    dp_ranks = dp_gather_ranks(spec, s, rules)
-    deepep = deepep_buffer_bytes(spec, s, rules, tokens) if s.data_parallel_size > 1 else 0
+    dp_ranks, deepep = 1, 0
+    if s.data_parallel_size > 1:
+        dp_ranks = dp_gather_ranks(spec, s, rules)
+        deepep = deepep_buffer_bytes(spec, s, rules, tokens)
     out = []
     for r, rng, _w, n_est, _shape, mamba_slot, _windowed in fixed:
         if state and r == pp - 1:
