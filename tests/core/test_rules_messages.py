@@ -1064,7 +1064,7 @@ def test_spec_flag_and_the_same_json_key_are_exclusive():
 
 def test_legacy_flag_spellings_bound_the_release():
     """A log started with --speculative-model ran 0.8.2 at most."""
-    from vramguard.core.validation import last_release_with_flags
+    from vramguard.core.argparse_checks import last_release_with_flags
     s = Settings(flag_spellings=(("--num-speculative-tokens", "3"),))
     assert last_release_with_flags(s) == "0.8.2"
     assert last_release_with_flags(Settings(flag_spellings=(("--spec-tokens", "3"),))) is None

@@ -268,7 +268,7 @@ def test_a_log_without_version_is_planned_for_a_release_with_its_flags():
     """vLLM started with the log's flags: without a version line, the plan is made for the
     newest release that has them (--swap-space: 0.17.1), not refused as the newest would."""
     from vramguard.core.settings import Settings
-    from vramguard.core.validation import last_release_with_flags
+    from vramguard.core.argparse_checks import last_release_with_flags
     ex = parse_text("non-default args: {'model': 'meta-llama/Llama-3.1-8B-Instruct', "
                     "'swap_space': 16.0, 'max_model_len': 8192}\n")
     plan, why = plan_for_log(ex, gpu="H100-80GB")

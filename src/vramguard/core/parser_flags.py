@@ -12,7 +12,7 @@ from __future__ import annotations
 from .engine_flags import ENGINE_FLAGS, EXAMINED, FRONTEND_FLAGS
 from .errors import UsageError
 from .rules import parse_version
-from .validation import _GONE_FIX, _is_dev_build, _span_text, _unrecognized
+from .argparse_checks import GONE_FIX, is_dev_build, span_text, unrecognized
 
 __all__ = ["check_launch", "check_parser_flags", "check_launcher", "flag_releases"]
 
@@ -73,7 +73,7 @@ def check_launcher(launcher: str, model_positional: bool, version: str | None) -
     its positional `model_tag` (argparse requires it) up to 0.8.2; `--model` alone from
     0.8.3. Other launchers and development builds are not judged."""
     version = version or EXAMINED[-1]
-    if launcher != "vllm serve" or _is_dev_build(version):
+    if launcher != "vllm serve" or is_dev_build(version):
         return
     if parse_version(version) < parse_version(_SERVE_CLI):
         raise UsageError(f"vLLM {version} has no `vllm serve` command (the vllm command is "
@@ -97,7 +97,7 @@ def check_parser_flags(args: tuple[tuple[str, tuple[str, ...]], ...], version: s
     newest; development builds and releases before the oldest are not judged, nor the LLM
     class (`entrypoint` "llm": no argparse, no server)."""
     version = version or EXAMINED[-1]
-    if (not args or entrypoint != "serve" or _is_dev_build(version)
+    if (not args or entrypoint != "serve" or is_dev_build(version)
             or parse_version(version) < parse_version(EXAMINED[0])):
         return
     judged = min(version, EXAMINED[-1], key=parse_version)
@@ -107,10 +107,10 @@ def check_parser_flags(args: tuple[tuple[str, tuple[str, ...]], ...], version: s
         if not spans or any(_inside(judged, a, b) for a, b in spans):
             continue
         went = parse_version(judged) > parse_version(spans[0][0])
-        fix = (f"vLLM {version} has no such flag ({', '.join(_span_text(a, b) for a, b in spans)})"
-               f": {_GONE_FIX.get(flag, 'drop it') if went else 'drop it'}; or plan with the "
+        fix = (f"vLLM {version} has no such flag ({', '.join(span_text(a, b) for a, b in spans)})"
+               f": {GONE_FIX.get(flag, 'drop it') if went else 'drop it'}; or plan with the "
                "--vllm-version you run")
-        raise _unrecognized(name, "", fix, typed=" ".join(tokens))
+        raise unrecognized(name, "", fix, typed=" ".join(tokens))
     _check_requirements({flag for flag, _ in args}, judged)
 
 

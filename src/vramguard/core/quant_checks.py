@@ -38,9 +38,9 @@ def check_fp8_moe(spec: ModelSpec, s: Settings, rules: VllmRules,
         return
     raise UsageError("type fp8e4nv not supported in this architecture. The supported fp8 "
                      "dtypes are ('fp8e4b15', 'fp8e5')", where="--quantization",
-                     fix=f"Use vLLM 0.9.0 or newer (FP8 MoE as Marlin weight-only below "
-                         f"compute capability 8.9), a GPU of 8.9+, or a 16-bit / int4 "
-                         f"checkpoint")
+                     fix="Use vLLM 0.9.0 or newer (FP8 MoE as Marlin weight-only below "
+                         "compute capability 8.9), a GPU of 8.9+, or a 16-bit / int4 "
+                         "checkpoint")
 
 
 def check_bitsandbytes(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:

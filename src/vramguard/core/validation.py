@@ -3,15 +3,16 @@ the release does not have, pydantic / config checks (heads divisible by TP, util
 (0, 1], block sizes, the Mamba cache mode), before any memory is planned.
 
 Split from `planner`, which calls `validate` and the GPU checks (`check_backend_block_size`,
-`check_quant_capability`, `check_dtype_capability`) first.
+`check_quant_capability`, `check_dtype_capability`) first; the argparse checks are in
+`argparse_checks`.
 """
 
 from __future__ import annotations
 
-import json
-
 from . import _memo
 from . import messages as msg
+from .argparse_checks import (check_choice, check_flag_releases, check_flag_spellings,
+                              check_override_flags, is_dev_build, unrecognized)
 from .arch_registry import EXAMINED
 from .arch_support import (first_release_for, native_releases, not_native,
                            quant_method_last_release, quant_method_refusal, quant_method_releases,
@@ -19,9 +20,8 @@ from .arch_support import (first_release_for, native_releases, not_native,
 from .errors import UsageError
 from .gpu import GpuSpec
 from .model import MAMBA, NONE, SLIDING, ModelSpec
-from .rules import VllmRules, parse_version
+from .rules import VllmRules
 from .quant_schemes import first_release_running, scheme_refusal
-from .rules_changes import FLAG_RELEASES, OVERRIDE_FLAG_RELEASES, SPELLING_RELEASES
 from .settings import Settings
 
 __all__ = ["validate", "validate_searched", "check_backend_block_size",
@@ -40,7 +40,7 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     version = version or rules.version
     # NOTE: argparse runs first: a flag the release does not have stops it before the model
     if s.entrypoint == "serve":
-        _check_flag_releases(s, version)
+        check_flag_releases(s, version)
     _check_model_flags(spec, s, rules, version)
     _check_searched_memory(s, rules, version)
     _check_cache_flags(spec, s, rules, version)
@@ -55,16 +55,16 @@ def validate_searched(s: Settings, rules: VllmRules, version: str | None = None)
     other checks read none of those fields."""
     version = version or rules.version
     if s.entrypoint == "serve":
-        _check_flag_releases(s, version)
+        check_flag_releases(s, version)
     _check_searched_memory(s, rules, version)
     _check_scheduler(s)
 
 
 def _check_model_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> None:
     if s.config_overrides:
-        _check_override_flags(s, version)
+        check_override_flags(s, version)
     if s.flag_spellings and s.entrypoint == "serve":
-        _check_flag_spellings(s, version)       # NOTE: argparse's (LLM kwargs differ)
+        check_flag_spellings(s, version)       # NOTE: argparse's (LLM kwargs differ)
     if not rules.transformers_fallback:
         _check_architecture(spec, version)
     if spec.checkpoint is not None and spec.checkpoint.format == "gguf" and not rules.gguf_loader:
@@ -150,7 +150,7 @@ def _check_cache_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
              "0.10.1"),
             ("--all2all-backend", s.all2all_backend, rules.all2all_choices, "0.11.1")):
         if value is not None:
-            _check_choice(flag, value, choices, version, since)
+            check_choice(flag, value, choices, version, since)
     _check_graph_flags(s, rules, version)
     if s.decode_context_parallel_size != 1:
         _check_dcp(spec, s, rules, version)
@@ -200,16 +200,11 @@ def _check_scheduler(s: Settings) -> None:
                          where="--max-num-batched-tokens")
 
 
-def _is_dev_build(version: str) -> bool:
-    """A development build ("0.6.4.dev12+g…"): it may have architectures its release lacks."""
-    return "dev" in version.lower()
-
-
 def _check_architecture(spec: ModelSpec, version: str) -> None:
     """Before 0.7.2 vLLM stops when its registry lacks the architecture (no Transformers
     fallback yet)."""
     arch = spec.architecture
-    if _is_dev_build(version) or not not_native(arch, version):
+    if is_dev_build(version) or not not_native(arch, version):
         return
     raise UsageError(msg.unsupported_arch_message(arch), where="--vllm-version",
                      fix=f"{arch} is implemented by vLLM {native_releases(arch)}; "
@@ -234,7 +229,7 @@ def _judged_method(spec: ModelSpec, s: Settings, version: str) -> tuple[str | No
     """`_asked_method`, None where the release's method lists cannot judge it: a name
     vramguard derives, a development build."""
     method, where = _asked_method(spec, s)
-    if not method or method in _DERIVED_METHODS or _is_dev_build(version):
+    if not method or method in _DERIVED_METHODS or is_dev_build(version):
         return None, where
     return method, where
 
@@ -260,7 +255,7 @@ def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
     (`arch_support.quant_method_refusal`): a method the release does not have (argparse's
     or ModelConfig's words) or a deprecated one without --allow-deprecated-quantization."""
     if s.allow_deprecated_quantization and not rules.allow_deprecated_quant_flag:
-        raise _unrecognized("--allow-deprecated-quantization", "",
+        raise unrecognized("--allow-deprecated-quantization", "",
                             f"vLLM {version} has no such flag (0.14+)")
     method, where = _judged_method(spec, s, version)
     found = quant_method_refusal(method, version) if method else None
@@ -283,18 +278,18 @@ def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
 def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
     """CUDA-graph flags the release does not have: argparse's error."""
     if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
-        raise _unrecognized("--max-cudagraph-capture-size", s.max_cudagraph_capture_size,
+        raise unrecognized("--max-cudagraph-capture-size", s.max_cudagraph_capture_size,
                             f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11.1+)")
     if s.performance_mode is not None and not rules.performance_mode_flag:
-        raise _unrecognized("--performance-mode", s.performance_mode,
+        raise unrecognized("--performance-mode", s.performance_mode,
                             f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
     if s.mm_ipc_gpu_memory_gb and rules.mm_ipc_reserve is None:
-        raise _unrecognized("--mm-ipc-gpu-memory-gb", f"{s.mm_ipc_gpu_memory_gb:g}",
+        raise unrecognized("--mm-ipc-gpu-memory-gb", f"{s.mm_ipc_gpu_memory_gb:g}",
                             f"vLLM {version} ({rules.engine}) has no such flag (V1 0.25+)")
     if rules.piecewise_assert and s.cudagraph_mode in _NEEDS_PIECEWISE and not s.enforce_eager:
         _check_piecewise_compile(s, rules.piecewise_assert)
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
-        raise _unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
+        raise unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
                             f"vLLM {version} has no such flag (0.9-0.12); use "
                             "--cudagraph-capture-sizes (0.11.1+)")
 
@@ -324,7 +319,7 @@ def _check_dcp(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> 
     d, tp = s.decode_context_parallel_size, s.tensor_parallel_size
     where = "--decode-context-parallel-size"
     if rules.dcp is None:
-        raise _unrecognized(where, d, f"vLLM {version} ({rules.engine}) has no such flag (V1 "
+        raise unrecognized(where, d, f"vLLM {version} ({rules.engine}) has no such flag (V1 "
                                       "0.11+)")
     if d < 1 or tp % d:
         raise UsageError(msg.dcp_tp_message(rules, tp, d), where=where,
@@ -356,179 +351,6 @@ def _check_block_size(block: int, rules: VllmRules, version: str) -> None:
         raise UsageError(f"--block-size {block}: vLLM {version} does not check it, but "
                          "a KV block holds at least one token", where="--block-size",
                          fix="Use a positive multiple of 16")
-
-
-def _unrecognized(flag: str, value: object, fix: str, typed: str | None = None) -> UsageError:
-    """argparse's error for a flag the release does not have (`typed`: the words as typed,
-    when they are not "flag value")."""
-    words = typed if typed is not None else f"{flag} {value}"
-    return UsageError(f"vllm serve: error: unrecognized arguments: {words}".rstrip(),
-                      where=flag, fix=fix)
-
-
-# NOTE: what to do instead, where a flag went away
-_GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping",
-             "--disable-log-requests": "drop it: requests are not logged by default "
-                                       "(--enable-log-requests logs them)",
-             "--enable-multimodal-encoder-data-parallel": "use --mm-encoder-tp-mode data",
-             "--task": "use --runner pooling with --convert embed / classify"}
-# NOTE: what an earlier release spells instead
-_EARLIER_FIX = {"--mm-encoder-tp-mode":
-                "0.9.1-0.10.1 have --enable-multimodal-encoder-data-parallel (= data)",
-                "--runner": "earlier releases take --task embed / classify / score",
-                "--convert": "earlier releases take --task embed / classify / score"}
-_FLAG_FIELDS = frozenset(FLAG_RELEASES)
-_OVERRIDE_KEY = {"--rope-scaling": "rope_scaling", "--rope-theta": "rope_theta"}
-
-
-def _outside(version: str, first: str, last: str | None) -> str | None:
-    """The releases that have a flag ("0.10.0 on", "0.4.0-0.17.1") when `version` is not
-    among them (a development build is judged by its release), else None."""
-    v = parse_version(version)
-    if v < parse_version(first) or (last is not None and v > parse_version(last)):
-        return _span_text(first, last)
-    return None
-
-
-def _span_text(first: str, last: str | None) -> str:
-    """"0.10.0 on", "0.4.0-0.17.1", "0.4.0"."""
-    return f"{first} on" if last is None else (first if first == last else f"{first}-{last}")
-
-
-def _check_flag_releases(s: Settings, version: str) -> None:
-    """The flags of `rules_changes.FLAG_RELEASES` the user gave, as the release's argparse
-    has them: "unrecognized arguments" outside their releases."""
-    if s.user_set and s.user_set.isdisjoint(_FLAG_FIELDS):
-        return                  # NOTE: the common case, once per screened candidate
-    for name in [n for n in FLAG_RELEASES if _given(s, n)]:     # NOTE: in a fixed order
-        flag, first, last = FLAG_RELEASES[name]
-        releases = _outside(version, first, last)
-        if releases is None:
-            continue
-        fix = f"vLLM {version} has no such flag ({releases})"
-        if parse_version(version) > parse_version(first):      # NOTE: it went away
-            fix += f": {_GONE_FIX.get(flag, 'drop it')}; or plan with the --vllm-version you run"
-        elif flag in _EARLIER_FIX:
-            fix += f"; {_EARLIER_FIX[flag]}"
-        raise _unrecognized(flag, _argv_text(getattr(s, name)), fix)
-
-
-def last_release_with_flags(s: Settings) -> str | None:
-    """The newest release whose argparse has every flag of `FLAG_RELEASES` (and of
-    `SPELLING_RELEASES`) that `s` sets (None: no such flag limits it). A log that does not
-    print its version started with its flags, so it is at most that release."""
-    lasts = [last for name, (_flag, _first, last) in FLAG_RELEASES.items()
-             if last is not None and _given(s, name)]
-    lasts += [last for flag, _ in s.flag_spellings
-              if (last := SPELLING_RELEASES[flag][1]) is not None]
-    return min(lasts, key=parse_version) if lasts else None
-
-
-def _given(s: Settings, name: str) -> bool:
-    """Whether the launch sets `name` (its user_set; without one, a value off the default)."""
-    if s.user_set:
-        return name in s.user_set
-    return getattr(s, name) != getattr(_memo.DEFAULT_SETTINGS, name)
-
-
-def _argv_text(value) -> str:
-    """A value as it follows its flag on the command line ("" for a switch)."""
-    if isinstance(value, bool):
-        return ""
-    if isinstance(value, tuple):
-        # NOTE: (name, value) pairs are one JSON argument; plain items are nargs="+"
-        if value and all(isinstance(v, str) for v in value):
-            return " ".join(value)
-        return json.dumps(dict(value))
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _check_override_flags(s: Settings, version: str) -> None:
-    """--rope-scaling, --rope-theta and --hf-overrides as the release's argparse has them
-    (`rules_changes.OVERRIDE_FLAG_RELEASES`), with the spelling the release does have."""
-    has_hf = _outside(version, *OVERRIDE_FLAG_RELEASES["--hf-overrides"]) is None
-    for flag, value in s.config_overrides:
-        releases = _outside(version, *OVERRIDE_FLAG_RELEASES[flag])
-        if releases is None:
-            continue
-        fix = f"vLLM {version} has no such flag ({releases})"
-        key = _OVERRIDE_KEY.get(flag)
-        if key is not None and has_hf:
-            fix += f": write it as --hf-overrides '{{\"{key}\": {value}}}'"
-        elif key is None and _outside(version, *OVERRIDE_FLAG_RELEASES["--rope-scaling"]) is None:
-            fix += ": --rope-scaling (and --rope-theta from 0.5.0) set those keys"
-        raise _unrecognized(flag, value, fix)
-
-
-# NOTE: what to write instead, for the flags of SPELLING_RELEASES other than the speculative
-_SPELLING_FIX = {"--device-memory-utilization": "write it --gpu-memory-utilization",
-                 "--num-gpu-blocks-override": "0.4.0 spells it --forced-num-gpu-blocks",
-                 "--forced-num-gpu-blocks": "write it --num-gpu-blocks-override",
-                 "--optimization-level": "before 0.12 -O N is the compilation level "
-                                         "(--compilation-config '{\"level\": N}')",
-                 "-cc": "write it --compilation-config",
-                 "-ep": "write it --enable-expert-parallel",
-                 "-sc": "write it --speculative-config",
-                 "--compilation-config": "this release has no compilation config "
-                                         "(its CUDA graphs: --enforce-eager turns them off)",
-                 "-O": "this release has no compilation config (its CUDA graphs: "
-                       "--enforce-eager turns them off)"}
-# NOTE: what each spelling of the speculative flags is in the other spellings
-_SPEC_KEYS = {"--spec-method": "method", "--spec-model": "model",
-              "--spec-tokens": "num_speculative_tokens", "--speculative-model": "model",
-              "--num-speculative-tokens": "num_speculative_tokens"}
-
-
-def _check_flag_spellings(s: Settings, version: str) -> None:
-    """The flags of `rules_changes.SPELLING_RELEASES` as the release's argparse has them,
-    with the spelling the release does have; from 0.22 a --spec-* flag and the same key in
-    --speculative-config are refused (EngineArgs: "are mutually exclusive")."""
-    for flag, value in s.flag_spellings:
-        releases = _outside(version, *SPELLING_RELEASES[flag])
-        if releases is not None:
-            fix = _SPELLING_FIX.get(flag) or _speculative_fix(flag, version)
-            # NOTE: -O's value is its whole argv, as typed (-O3, -O 3, -O.level=3)
-            raise _unrecognized(flag, value, f"vLLM {version} has no such flag ({releases}): "
-                                f"{fix}", typed=value if flag == "-O" else None)
-    given = {flag for flag, _ in s.flag_spellings}
-    in_json: set[str] = set()
-    for flag, value in s.flag_spellings:
-        if flag in ("--speculative-config", "-sc"):
-            try:
-                conf = json.loads(value)
-            except ValueError:
-                continue        # NOTE: the scanner has read it already
-            in_json |= set(conf) if isinstance(conf, dict) else set()
-    for flag in ("--spec-method", "--spec-model", "--spec-tokens"):
-        if flag in given and _SPEC_KEYS[flag] in in_json:
-            raise UsageError(f"{flag} and --speculative-config['{_SPEC_KEYS[flag]}'] are "
-                             "mutually exclusive", where=flag,
-                             fix=f"Give the {_SPEC_KEYS[flag]} once: with {flag} or inside "
-                                 "--speculative-config")
-
-
-def _speculative_fix(flag: str, version: str) -> str:
-    """What the release spells instead of `flag`."""
-    key = _SPEC_KEYS.get(flag)
-    if _outside(version, *SPELLING_RELEASES["--speculative-config"]) is None:
-        return f"write it inside --speculative-config '{{\"{key}\": ...}}'"
-    if flag == "--spec-model" or flag == "--spec-tokens":
-        old = "--speculative-model" if key == "model" else "--num-speculative-tokens"
-        return f"this release spells it {old}"
-    return ("this release has --speculative-model and --num-speculative-tokens (an n-gram "
-            "drafter is --speculative-model '[ngram]')")
-
-
-def _check_choice(flag: str, value: str, choices: tuple[str, ...], version: str,
-                  since: str) -> None:
-    """A choice flag as argparse checks it: absent before `since` (no `choices`), else one of
-    the release's `choices` (--mamba-cache-mode 0.15+, --mamba-cache-dtype 0.10.1+, ...)."""
-    if not choices:
-        raise _unrecognized(flag, value, f"vLLM {version} has no such flag ({since}+)")
-    if value not in choices:
-        shown = ", ".join(repr(c) for c in choices)
-        raise UsageError(f"vllm serve: error: argument {flag}: invalid choice: {value!r} "
-                         f"(choose from {shown})", where=flag)
 
 
 def check_backend_block_size(spec: ModelSpec, s: Settings, rules: VllmRules,
@@ -571,7 +393,7 @@ def check_quant_schemes(spec: ModelSpec, s: Settings, gpu: GpuSpec, version: str
     checks): the first layer whose scheme cannot run stops the load, in vLLM's words."""
     method, _ = _asked_method(spec, s)
     if (method != "compressed-tensors" or spec.quant is None or gpu.vendor != "nvidia"
-            or gpu.compute_capability is None or _is_dev_build(version)):
+            or gpu.compute_capability is None or is_dev_build(version)):
         return
     major, minor = gpu.compute_capability
     current = major * 10 + minor

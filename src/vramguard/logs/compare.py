@@ -114,7 +114,7 @@ def plan_for_log(ex: Extracted, *, gpu: str | None = None, model: str | None = N
     version = normalize_version(ex.version)
     note = None if version else "the log does not print the vLLM version: planned for the newest"
     if version is None:
-        from ..core.validation import last_release_with_flags
+        from ..core.argparse_checks import last_release_with_flags
         version = last_release_with_flags(settings)
         if version is not None:
             note = ("the log does not print the vLLM version: planned for the newest release "
