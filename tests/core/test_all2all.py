@@ -146,3 +146,17 @@ def test_the_settings_echo_the_backend_and_where_it_came_from():
     assert (p.settings["all2all_backend"], p.settings_sources["all2all_backend"]) == (
         "naive", "user")
     assert p.settings["lora_dtype"] == "auto"
+
+
+def test_deepep_buffer_size_variable_is_read_as_vllm_reads_it():
+    """VLLM_DEEPEP_BUFFER_SIZE_MB (0.11+) goes through int() when DeepEP's managers are made:
+    a non-integer stops the launch there, in int()'s words; without DeepEP it is never read."""
+    v3 = _v3()
+    ht = EP8.with_(all2all_backend="deepep_high_throughput")
+    with pytest.raises(UsageError) as e:
+        plan(v3, ht, H200, vllm_version="0.19.0", env={"VLLM_DEEPEP_BUFFER_SIZE_MB": "1g"})
+    assert e.value.what == "invalid literal for int() with base 10: '1g'"
+    plan(v3, EP8, H200, vllm_version="0.19.0", env={"VLLM_DEEPEP_BUFFER_SIZE_MB": "1g"})
+    p = plan(v3, ht, H200, vllm_version="0.19.0", env={"VLLM_DEEPEP_BUFFER_SIZE_MB": " 2048"})
+    base = plan(v3, ht, H200, vllm_version="0.19.0")
+    assert p.tightest.non_torch.value_bytes - base.tightest.non_torch.value_bytes == 1 << 30

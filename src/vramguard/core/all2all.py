@@ -15,7 +15,7 @@ from .rules import VllmRules
 from .settings import Settings
 
 __all__ = ["all2all_backend", "dp_gather_ranks", "batched_dp_moe", "deepep_buffer_bytes",
-           "low_latency_rdma_bytes"]
+           "deepep_nvl_bytes", "uses_deepep", "low_latency_rdma_bytes"]
 
 # NOTE: the backends whose dispatch gathers every DP rank's hidden states (naive multicast,
 # all-gather + reduce-scatter); without expert parallelism vLLM gathers whatever the backend
@@ -26,6 +26,8 @@ BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
 # VLLM_MOE_DP_CHUNK_SIZE's default: the tokens per DP rank a low-latency dispatch holds
 # (fused_moe/layer.py `max_num_tokens`) up to 0.19; from 0.20 max_num_batched_tokens
 MOE_DP_CHUNK_TOKENS = 256
+# DeepEP's NVLink buffer: 1 GiB (hard-coded up to 0.10.x, VLLM_DEEPEP_BUFFER_SIZE_MB's default)
+DEEPEP_NVL_BYTES = 1 << 30
 
 
 def all2all_backend(s: Settings, rules: VllmRules) -> str | None:
@@ -83,6 +85,21 @@ def low_latency_rdma_bytes(tokens_per_rank: int, hidden: int, num_experts: int) 
     return (total + 128) // 128 * 128
 
 
+def deepep_nvl_bytes(rules: VllmRules) -> int:
+    """DeepEP's NVLink buffer: VLLM_DEEPEP_BUFFER_SIZE_MB MiB where the release reads it (an
+    integer; `check_deepep_env` refuses anything else), else 1 GiB."""
+    raw = rules.deepep_buffer_mb
+    if raw is not None and raw.strip().lstrip("+-").isdigit():
+        return max(0, int(raw)) << 20
+    return DEEPEP_NVL_BYTES
+
+
+def uses_deepep(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
+    """Whether the launch creates DeepEP's managers (0.9.1+, EP and DP > 1, a DeepEP backend)."""
+    return (rules.deepep and _all2all_kernels(spec, s, rules)
+            and all2all_backend(s, rules) in DEEPEP_BACKENDS)
+
+
 def deepep_buffer_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int) -> int:
     """DeepEP's buffers per rank (0.9.1+, expert parallelism and DP > 1), allocated by its
     runtime outside torch's allocator after the weights are measured (non-torch memory): the
@@ -90,12 +107,10 @@ def deepep_buffer_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: 
     buffer sized for `MOE_DP_CHUNK_TOKENS` tokens per rank (up to 0.19) or the batched tokens
     (0.20+). High throughput across nodes adds an RDMA buffer of the NVLink size, which a
     plan (one node's GPUs) leaves out."""
-    if not (rules.deepep and _all2all_kernels(spec, s, rules)):
+    if not uses_deepep(spec, s, rules):
         return 0
     backend = all2all_backend(s, rules)
-    if backend not in DEEPEP_BACKENDS:
-        return 0
-    nvl = rules.deepep_nvl_bytes
+    nvl = deepep_nvl_bytes(rules)
     if backend == "deepep_high_throughput":
         return nvl
     per_rank = tokens if rules.batched_dp_moe_tokens is not None else MOE_DP_CHUNK_TOKENS

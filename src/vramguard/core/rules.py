@@ -415,7 +415,7 @@ class VllmRules:
     all2all_choices: tuple[str, ...] = ()
     deepep: bool = False
     deepep_buffer_env: bool = False
-    deepep_nvl_bytes: int = 1 << 30
+    deepep_buffer_mb: str | None = None      # VLLM_DEEPEP_BUFFER_SIZE_MB as given
     batched_dp_moe_tokens: int | None = None
     # MXFP4 MoE kernels (`weights.mxfp4_layout`): Hopper's ("marlin" before 0.12, whose
     # Triton kernels were not bundled; "triton" from 0.12), FlashInfer's intermediate step on

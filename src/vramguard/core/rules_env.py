@@ -86,14 +86,14 @@ def _with_partition(rules: VllmRules, value: str) -> VllmRules:
 
 
 def _with_all2all(rules: VllmRules, env: dict[str, str]) -> VllmRules:
-    """The all-to-all variables where the row reads them; a buffer size that is not a whole
-    number of MiB keeps the default (vLLM's int() would stop at startup)."""
+    """The all-to-all variables where the row reads them (a buffer size that is not an integer
+    is kept as given: `validation` refuses it where DeepEP reads it, as vLLM's int() would)."""
     backend = env.get(ENV_ALL2ALL)
     if backend is not None and rules.all2all_env:
         rules = replace(rules, all2all_env_value=backend.strip())
     mb = env.get(ENV_DEEPEP_MB)
-    if mb is not None and rules.deepep_buffer_env and mb.strip().isdigit():
-        rules = replace(rules, deepep_nvl_bytes=int(mb) << 20)
+    if mb is not None and rules.deepep_buffer_env:
+        rules = replace(rules, deepep_buffer_mb=mb)
     return rules
 
 

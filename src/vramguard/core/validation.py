@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import _memo
 from . import messages as msg
+from .all2all import uses_deepep
 from .argparse_checks import (check_choice, check_flag_releases, check_flag_spellings,
                               check_override_flags, is_dev_build, unrecognized)
 from .arch_registry import EXAMINED
@@ -45,6 +46,17 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
     _check_searched_memory(s, rules, version)
     _check_cache_flags(spec, s, rules, version)
     _check_scheduler(s)
+    if rules.deepep_buffer_mb is not None:
+        _check_deepep_env(spec, s, rules)
+
+
+def _check_deepep_env(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
+    """VLLM_DEEPEP_BUFFER_SIZE_MB is read with int() when DeepEP's managers are created."""
+    raw = rules.deepep_buffer_mb
+    if uses_deepep(spec, s, rules) and not raw.strip().lstrip("+-").isdigit():
+        raise UsageError(f"invalid literal for int() with base 10: {raw!r}",
+                         where="VLLM_DEEPEP_BUFFER_SIZE_MB",
+                         fix="Give DeepEP's NVLink buffer in MiB as an integer (default 1024)")
 
 
 def validate_searched(s: Settings, rules: VllmRules, version: str | None = None) -> None:
