@@ -83,6 +83,8 @@ class ProfileShape:
     encoder_dp: bool = False        # --mm-encoder-tp-mode data: whole items per TP rank
     moe_chunk: int | None = None    # the fused-MoE kernel's token chunk (`rules.moe_chunk_tokens`)
     dp_ranks: int = 1               # V1 data parallelism: MoE layers see every DP rank's tokens
+    dp_combine_copy: bool = False   # the naive all-to-all's all-reduce output (0.8-0.10)
+    moe_ws_layout: str = "fused"    # the fused-MoE caches' shapes by release (`dp_moe_extra_bytes`)
 
 
 def vision_item(spec: ModelSpec) -> tuple[int, int]:
@@ -177,16 +179,11 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
         inter = m.moe_intermediate_size / max(1, shape.moe_inter_divisor)
         # NOTE: the fused-MoE kernel runs the tokens in chunks of VLLM_FUSED_MOE_CHUNK_SIZE
         # (0.5.1-0.17), sizing its workspace for one chunk
-        # NOTE: with data parallelism (V1, 0.8+) each rank's MoE layer runs on the tokens of
-        # every DP rank (the default all-to-all, naive multicast up to 0.10 / all-gather +
-        # reduce-scatter from 0.11, gathers them; every rank profiles the same batched tokens)
-        gathered = t * max(1, shape.dp_ranks)
-        mt = min(gathered, shape.moe_chunk) if shape.moe_chunk else gathered
+        mt = min(t, shape.moe_chunk) if shape.moe_chunk else t
         ws = mt * m.num_experts_per_tok * (3 * inter + spec.hidden_size) * 2
         total += int(ws * ACT_MOE_FACTOR)
-        # NOTE: ... and the gathered hidden states and router logits of the other ranks (0.20+
-        # gathers top-k ids and weights instead of the logits: fewer bytes, within the band)
-        total += (gathered - t) * (spec.hidden_size + m.num_experts) * 2
+        if shape.dp_ranks > 1:
+            total += dp_moe_extra_bytes(spec, shape, inter)
     if shape.last_pp_rank and shape.sampler and not spec.is_encoder_only:
         total += int(shape.num_reqs * spec.vocab_size * 4 * shape.sampler_copies)
     enc = (vision_encoder_bytes(spec, shape.tp, eng, shape.encoder_items, shape.encoder_dp)
@@ -195,6 +192,32 @@ def activation_bytes(spec: ModelSpec, shape: ProfileShape) -> int:
         # NOTE: v1 keeps the encoder outputs (in the encoder cache) through the text forward
         total = total + enc if eng == "v0" else max(total + shape.encoder_kept_bytes, enc)
     return total
+
+
+def dp_moe_extra_bytes(spec: ModelSpec, shape: ProfileShape, inter: float) -> int:
+    """What data parallelism adds to a rank's MoE layer in the profile run (V1, 0.8+): the
+    layer runs on the tokens of every DP rank (the default all-to-all gathers them: naive
+    multicast up to 0.10, all-gather + reduce-scatter from 0.11; every rank profiles the same
+    batched tokens T). Counted from the kernels' shapes, without the fitted factor of the
+    rank's own tokens: the fused-MoE caches for the further gathered tokens (up to the chunk;
+    per token and expert slot max(N, H) + N/2 values up to 0.13, max(N/2, H) + max(N, H) from
+    0.14, N = 2 x the rank's intermediate size), the other ranks' hidden states and router
+    logits, and the naive combine's all-reduce output (M x H, 0.8-0.10).
+
+    NOTE: 0.20+ gathers top-k ids and weights instead of the logits (fewer bytes)."""
+    m, h = spec.moe, spec.hidden_size
+    t = shape.batched_tokens
+    gathered = t * shape.dp_ranks
+    own = min(t, shape.moe_chunk) if shape.moe_chunk else t
+    mt = min(gathered, shape.moe_chunk) if shape.moe_chunk else gathered
+    n = 2 * inter
+    per_slot = (max(n, h) + n / 2 if shape.moe_ws_layout == "fused"
+                else max(n / 2, h) + max(n, h))
+    extra = int((mt - own) * m.num_experts_per_tok * per_slot * 2)
+    extra += (gathered - t) * (h + m.num_experts) * 2
+    if shape.dp_combine_copy:
+        extra += gathered * h * 2
+    return extra
 
 
 def v2_sampler_state_bytes(spec: ModelSpec, num_reqs: int) -> int:

@@ -417,6 +417,11 @@ class VllmRules:
     deepep_buffer_env: bool = False
     deepep_buffer_mb: str | None = None      # VLLM_DEEPEP_BUFFER_SIZE_MB as given
     batched_dp_moe_tokens: int | None = None
+    # the naive all-to-all (multicast + all-reduce) runs when asked for, up to 0.19 (0.20+
+    # rewrites it to allgather_reducescatter); the fused-MoE caches' layout: "fused" (the
+    # functional kernel up to 0.13), "modular" (TritonExperts' workspaces from 0.14)
+    naive_all2all: bool = True
+    moe_ws_layout: str = "fused"
     # MXFP4 MoE kernels (`weights.mxfp4_layout`): Hopper's ("marlin" before 0.12, whose
     # Triton kernels were not bundled; "triton" from 0.12), FlashInfer's intermediate step on
     # Blackwell (256, 128 from 0.27)

@@ -562,6 +562,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "async scheduling on by default when compatible (config/vllm.py)"),
     ("0.14.0", "both", {"all2all_env": "override"},
      "VLLM_ALL2ALL_BACKEND, deprecated, overrides --all2all-backend (config/parallel.py)"),
+    ("0.14.0", "both", {"moe_ws_layout": "modular"},
+     "the fused-MoE kernel is the modular TritonExperts: its workspaces (M, k, max(N/2, H)) and "
+     "(M, k, max(N, H)) (fused_moe.py workspace_shapes)"),
     ("0.15.0", "v1", {"msg_async_pp": None}, "--async-scheduling with PP allowed"),
     ("0.15.0", "v1", {"mamba_pc_per_block": False}, "... named mamba_cache_mode 'all'"),
     ("0.15.0", "both", {"lora_embedding_archs": frozenset({
@@ -694,6 +697,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.20.0", "both", {"batched_dp_moe_tokens": 256},
      "DeepEP low latency / NIXL-EP with EP and DP > 1: max_num_batched_tokens defaults to 256 "
      "(ParallelConfig.use_batched_dp_moe, engine/arg_utils.py)"),
+    ("0.20.0", "both", {"naive_all2all": False},
+     "the naive all-to-all is rewritten to allgather_reducescatter (config/parallel.py)"),
     ("0.20.1", "v1", {"dcp_log": None},
      "the token count is concurrency x length: no 'Multiplying' line (v1/core/kv_cache_utils.py)"),
     ("0.20.1", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from . import _memo
 from ._frozen import maker, replacer
 from . import activation as act
-from .all2all import deepep_buffer_bytes, dp_gather_ranks
+from .all2all import all2all_backend, deepep_buffer_bytes, dp_gather_ranks
 from . import kv as kvm
 from .arch_support import encoder_tp_data
 from .calibration import Calibration
@@ -90,10 +90,12 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     # consumed since the snapshot, so the V2 sampler's per-request state is in it.
     state = (act.v2_sampler_state_bytes(spec, seqs) if v2 and rules.consumed_model and sampler
              else 0)
-    dp_ranks, deepep = 1, 0
+    dp_ranks, deepep, combine_copy = 1, 0, False
     if s.data_parallel_size > 1:
         dp_ranks = dp_gather_ranks(spec, s, rules)
         deepep = deepep_buffer_bytes(spec, s, rules, tokens)
+        # NOTE: the naive all-to-all combines with an all-reduce of the gathered rows
+        combine_copy = rules.naive_all2all and all2all_backend(s, rules) in (None, "naive")
     out = []
     for r, rng, _w, n_est, _shape, mamba_slot, _windowed in fixed:
         if state and r == pp - 1:
@@ -110,7 +112,7 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             engine=rules.engine, sampler_copies=copies, encoder_profiled=encoder,
             encoder_items=items, encoder_kept_bytes=kept, sampler=sampler,
             encoder_dp=s.mm_encoder_tp_mode == "data", moe_chunk=rules.moe_chunk_tokens,
-            dp_ranks=dp_ranks))
+            dp_ranks=dp_ranks, dp_combine_copy=combine_copy, moe_ws_layout=rules.moe_ws_layout))
         note = "profile run: tokens x hidden, MoE workspace, sampler logits"
         if dp_ranks > 1:
             note += f" (MoE over the tokens of {dp_ranks} DP ranks)"
