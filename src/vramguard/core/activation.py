@@ -83,7 +83,7 @@ class ProfileShape:
     encoder_dp: bool = False        # --mm-encoder-tp-mode data: whole items per TP rank
     moe_chunk: int | None = None    # the fused-MoE kernel's token chunk (`rules.moe_chunk_tokens`)
     dp_ranks: int = 1               # V1 data parallelism: MoE layers see every DP rank's tokens
-    dp_combine_copy: bool = False   # the naive all-to-all's all-reduce output (0.8-0.10)
+    dp_combine_copy: bool = False   # the naive all-to-all's all-reduce output (0.8-0.19)
     moe_ws_layout: str = "fused"    # the fused-MoE caches' shapes by release (`dp_moe_extra_bytes`)
 
 
@@ -202,7 +202,8 @@ def dp_moe_extra_bytes(spec: ModelSpec, shape: ProfileShape, inter: float) -> in
     rank's own tokens: the fused-MoE caches for the further gathered tokens (up to the chunk;
     per token and expert slot max(N, H) + N/2 values up to 0.13, max(N/2, H) + max(N, H) from
     0.14, N = 2 x the rank's intermediate size), the other ranks' hidden states and router
-    logits, and the naive combine's all-reduce output (M x H, 0.8-0.10).
+    logits, and the naive combine's all-reduce output (M x H; naive runs by default in
+    0.8-0.10 and when asked for up to 0.19).
 
     NOTE: 0.20+ gathers top-k ids and weights instead of the logits (fewer bytes)."""
     m, h = spec.moe, spec.hidden_size

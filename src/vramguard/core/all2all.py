@@ -10,12 +10,15 @@ Read in vLLM 0.9.0-0.33.0: `distributed/device_communicators/all2all.py` and
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .model import ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["all2all_backend", "dp_gather_ranks", "batched_dp_moe", "deepep_buffer_bytes",
-           "deepep_nvl_bytes", "uses_deepep", "low_latency_rdma_bytes"]
+__all__ = ["all2all_backend", "dp_moe", "DpMoe", "dp_gather_ranks", "batched_dp_moe",
+           "deepep_buffer_bytes", "deepep_buffer_mb", "deepep_nvl_bytes", "uses_deepep",
+           "low_latency_rdma_bytes"]
 
 # NOTE: the backends whose dispatch gathers every DP rank's hidden states (naive multicast,
 # all-gather + reduce-scatter); without expert parallelism vLLM gathers whatever the backend
@@ -50,13 +53,35 @@ def _all2all_kernels(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
             and s.enable_expert_parallel)
 
 
+class DpMoe(NamedTuple):
+    """What data parallelism does to a MoE model's profile run and buffers (`dp_moe`)."""
+
+    backend: str | None        # `all2all_backend`
+    gather_ranks: int          # `dp_gather_ranks`
+    deepep_bytes: int          # `deepep_buffer_bytes`
+    combine_copy: bool         # the naive all-to-all's all-reduce of the gathered rows
+
+
+def dp_moe(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int) -> DpMoe:
+    """The DP terms of one launch at `tokens` batched tokens, the backend resolved once."""
+    backend = all2all_backend(s, rules)
+    ranks = _gather_ranks(spec, s, rules, backend)
+    # NOTE: the naive all-to-all (0.8-0.19) combines with an all-reduce of the gathered rows
+    combine = ranks > 1 and rules.naive_all2all and backend in (None, "naive")
+    return DpMoe(backend, ranks, _deepep_bytes(spec, s, rules, tokens, backend), combine)
+
+
 def dp_gather_ranks(spec: ModelSpec, s: Settings, rules: VllmRules) -> int:
     """DP ranks whose tokens each rank's MoE layers run on in the profile run: all of them
     with a gathering dispatch (V1, DP > 1; 1 otherwise, and with an all-to-all kernel
     backend, whose buffers hold a rank's own tokens; see `deepep_buffer_bytes`)."""
+    return _gather_ranks(spec, s, rules, all2all_backend(s, rules))
+
+
+def _gather_ranks(spec: ModelSpec, s: Settings, rules: VllmRules, backend: str | None) -> int:
     if rules.engine != "v1" or spec.moe is None or s.data_parallel_size <= 1:
         return 1
-    if _all2all_kernels(spec, s, rules) and all2all_backend(s, rules) not in GATHER_BACKENDS:
+    if _all2all_kernels(spec, s, rules) and backend not in GATHER_BACKENDS:
         return 1
     return s.data_parallel_size
 
@@ -85,19 +110,28 @@ def low_latency_rdma_bytes(tokens_per_rank: int, hidden: int, num_experts: int) 
     return (total + 128) // 128 * 128
 
 
-def deepep_nvl_bytes(rules: VllmRules) -> int:
-    """DeepEP's NVLink buffer: VLLM_DEEPEP_BUFFER_SIZE_MB MiB where the release reads it (an
-    integer; `check_deepep_env` refuses anything else), else 1 GiB."""
+def deepep_buffer_mb(rules: VllmRules) -> int | None:
+    """VLLM_DEEPEP_BUFFER_SIZE_MB as vLLM's int() reads it, where the release reads it (None:
+    not given, or not an integer, which `validation` refuses where DeepEP reads it)."""
     raw = rules.deepep_buffer_mb
-    if raw is not None and raw.strip().lstrip("+-").isdigit():
-        return max(0, int(raw)) << 20
-    return DEEPEP_NVL_BYTES
+    if raw is None or not raw.strip().lstrip("+-").isdigit():
+        return None
+    return int(raw)
 
 
-def uses_deepep(spec: ModelSpec, s: Settings, rules: VllmRules) -> bool:
-    """Whether the launch creates DeepEP's managers (0.9.1+, EP and DP > 1, a DeepEP backend)."""
-    return (rules.deepep and _all2all_kernels(spec, s, rules)
-            and all2all_backend(s, rules) in DEEPEP_BACKENDS)
+def deepep_nvl_bytes(rules: VllmRules) -> int:
+    """DeepEP's NVLink buffer: VLLM_DEEPEP_BUFFER_SIZE_MB MiB where given, else 1 GiB."""
+    mb = deepep_buffer_mb(rules)
+    return DEEPEP_NVL_BYTES if mb is None else max(0, mb) << 20
+
+
+def uses_deepep(spec: ModelSpec, s: Settings, rules: VllmRules,
+                backend: str | None = None) -> bool:
+    """Whether the launch creates DeepEP's managers (0.9.1+, EP and DP > 1, a DeepEP backend;
+    `backend`: `all2all_backend`, when the caller has it)."""
+    if not (rules.deepep and _all2all_kernels(spec, s, rules)):
+        return False
+    return (backend or all2all_backend(s, rules)) in DEEPEP_BACKENDS
 
 
 def deepep_buffer_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int) -> int:
@@ -107,9 +141,13 @@ def deepep_buffer_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: 
     buffer sized for `MOE_DP_CHUNK_TOKENS` tokens per rank (up to 0.19) or the batched tokens
     (0.20+). High throughput across nodes adds an RDMA buffer of the NVLink size, which a
     plan (one node's GPUs) leaves out."""
-    if not uses_deepep(spec, s, rules):
+    return _deepep_bytes(spec, s, rules, tokens, all2all_backend(s, rules))
+
+
+def _deepep_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int,
+                  backend: str | None) -> int:
+    if not uses_deepep(spec, s, rules, backend):
         return 0
-    backend = all2all_backend(s, rules)
     nvl = deepep_nvl_bytes(rules)
     if backend == "deepep_high_throughput":
         return nvl

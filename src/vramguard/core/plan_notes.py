@@ -4,7 +4,7 @@ only read what the walk decided."""
 
 from __future__ import annotations
 
-from .all2all import GATHER_BACKENDS, all2all_backend, deepep_buffer_bytes, dp_gather_ranks
+from .all2all import GATHER_BACKENDS, dp_moe
 from .model import CHUNKED, CSA, MAMBA, SLIDING
 from .provenance import GIB
 from .stage_terms import (async_scheduling, custom_all_reduce_in_n, custom_all_reduce_runs,
@@ -55,14 +55,12 @@ class PlanNotes:
         s, rules = self.s, self.rules
         if s.data_parallel_size <= 1 or self.spec.moe is None or rules.engine != "v1":
             return []
-        backend = all2all_backend(s, rules)
-        ranks = dp_gather_ranks(self.spec, s, rules)
+        backend, ranks, b, _combine = dp_moe(self.spec, s, rules,
+                                             self.eff.values["max_num_batched_tokens"])
         name = f"all-to-all {backend}" if backend else "naive multicast"
         if ranks > 1:
             return [f"DP {s.data_parallel_size}: each rank's MoE layers run on the tokens of all "
                     f"{ranks} DP ranks in the profile run ({name}), counted in the activation."]
-        tokens = self.eff.values["max_num_batched_tokens"]
-        b = deepep_buffer_bytes(self.spec, s, rules, tokens)
         if b:
             nodes = (" (one node; across nodes high throughput adds an RDMA buffer of the "
                      "NVLink size)" if backend == "deepep_high_throughput" else "")

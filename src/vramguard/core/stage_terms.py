@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from . import _memo
 from ._frozen import maker, replacer
 from . import activation as act
-from .all2all import all2all_backend, deepep_buffer_bytes, dp_gather_ranks
+from .all2all import dp_moe
 from . import kv as kvm
 from .arch_support import encoder_tp_data
 from .calibration import Calibration
@@ -92,10 +92,7 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
              else 0)
     dp_ranks, deepep, combine_copy = 1, 0, False
     if s.data_parallel_size > 1:
-        dp_ranks = dp_gather_ranks(spec, s, rules)
-        deepep = deepep_buffer_bytes(spec, s, rules, tokens)
-        # NOTE: the naive all-to-all combines with an all-reduce of the gathered rows
-        combine_copy = rules.naive_all2all and all2all_backend(s, rules) in (None, "naive")
+        _backend, dp_ranks, deepep, combine_copy = dp_moe(spec, s, rules, tokens)
     out = []
     for r, rng, _w, n_est, _shape, mamba_slot, _windowed in fixed:
         if state and r == pp - 1:
