@@ -12,16 +12,10 @@ __all__ = ["check_lora", "check_lora_batched_tokens"]
 
 
 def check_lora(s: Settings, rules: VllmRules) -> None:
-    """The rank (argparse's choices from 0.11.1, whether LoRA is on or not), --lora-dtype
-    (argparse's choices: float32 up to 0.6.4), and with
+    """The rank (argparse's choices from 0.11.1, whether LoRA is on or not), and with
     --enable-lora: the extra vocabulary, max_cpu_loras >= max_loras, chunked prefill
     (0.5.1-0.6.4) and CPU offload (0.7.0+). Raises UsageError."""
     rank, ranks = s.max_lora_rank, rules.lora_ranks
-    if s.lora_dtype is not None and s.lora_dtype not in rules.lora_dtypes:
-        shown = ", ".join(repr(d) for d in rules.lora_dtypes)
-        raise UsageError(f"vllm serve: error: argument --lora-dtype: invalid choice: "
-                         f"{s.lora_dtype!r} (choose from {shown})", where="--lora-dtype",
-                         fix="Use auto (the model dtype), float16 or bfloat16")
     if rank is not None and rules.lora_rank_argparse and rank not in ranks:
         raise UsageError(f"vllm serve: error: argument --max-lora-rank: invalid choice: {rank} "
                          f"(choose from {', '.join(map(str, ranks))})",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import _memo
 from . import messages as msg
-from .all2all import uses_deepep
+from .all2all import deepep_buffer_mb, uses_deepep
 from .argparse_checks import (check_choice, check_flag_releases, check_flag_spellings,
                               check_override_flags, is_dev_build, unrecognized)
 from .arch_registry import EXAMINED
@@ -53,7 +53,7 @@ def validate(spec: ModelSpec, s: Settings, rules: VllmRules, version: str | None
 def _check_deepep_env(spec: ModelSpec, s: Settings, rules: VllmRules) -> None:
     """VLLM_DEEPEP_BUFFER_SIZE_MB is read with int() when DeepEP's managers are created."""
     raw = rules.deepep_buffer_mb
-    if uses_deepep(spec, s, rules) and not raw.strip().lstrip("+-").isdigit():
+    if uses_deepep(spec, s, rules) and deepep_buffer_mb(rules) is None:
         raise UsageError(f"invalid literal for int() with base 10: {raw!r}",
                          where="VLLM_DEEPEP_BUFFER_SIZE_MB",
                          fix="Give DeepEP's NVLink buffer in MiB as an integer (default 1024)")
@@ -160,7 +160,8 @@ def _check_cache_flags(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
             ("--mamba-cache-dtype", s.mamba_cache_dtype, rules.mamba_dtype_choices, "0.10.1"),
             ("--mamba-ssm-cache-dtype", s.mamba_ssm_cache_dtype, rules.mamba_dtype_choices,
              "0.10.1"),
-            ("--all2all-backend", s.all2all_backend, rules.all2all_choices, "0.11.1")):
+            ("--all2all-backend", s.all2all_backend, rules.all2all_choices, "0.11.1"),
+            ("--lora-dtype", s.lora_dtype, rules.lora_dtypes, "0.4.0")):
         if value is not None:
             check_choice(flag, value, choices, version, since)
     _check_graph_flags(s, rules, version)
