@@ -216,6 +216,12 @@ class MoESpec:
     moe_layer_freq: int = 1
 
 
+# Marlin's constraints on an AWQ / GPTQ checkpoint it converts (awq_marlin / gptq_marlin
+# `is_*_marlin_compatible`): bits and group sizes
+MARLIN_BITS = {"awq": (4,), "gptq": (4, 8)}
+MARLIN_GROUPS = (-1, 32, 64, 128)
+
+
 @dataclass(frozen=True)
 class QuantSpec:
     """Weight quantization as the checkpoint declares it (or as a flag requests it).

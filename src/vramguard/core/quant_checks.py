@@ -7,16 +7,11 @@ from __future__ import annotations
 
 from .arch_support import quant_min_capability
 from .errors import UsageError
-from .model import ModelSpec
+from .model import MARLIN_BITS, MARLIN_GROUPS, ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
 __all__ = ["check_bitsandbytes", "check_fp8_moe", "check_quant_act_dtype"]
-
-# Marlin's constraints on a checkpoint it converts (awq_marlin / gptq_marlin
-# `is_*_marlin_compatible`): bits and group sizes
-_MARLIN_BITS = {"awq": (4,), "gptq": (4, 8)}
-_MARLIN_GROUPS = (-1, 32, 64, 128)
 
 _BNB_PARALLEL = {
     "tp_or_pp": "BitAndBytes quantization with TP or PP is not supported yet.",
@@ -83,7 +78,7 @@ def _plain_kernel(spec: ModelSpec, s: Settings, rules: VllmRules,
     if q.marlin_compatible is None:     # NOTE: no checkpoint config read: by bits and groups
         if q.bits is None or q.group_size is None:
             return None
-        return None if q.bits in _MARLIN_BITS[method] and q.group_size in _MARLIN_GROUPS \
+        return None if q.bits in MARLIN_BITS[method] and q.group_size in MARLIN_GROUPS \
             else method
     return None
 

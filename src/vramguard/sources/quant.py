@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..core.model import QuantSpec
+from ..core.model import MARLIN_BITS, MARLIN_GROUPS, QuantSpec
 from ..errors import SourceError
 
 MXFP4 = 0.5 + 1 / 32          # 4-bit values + one e8m0 scale per 32 = 4.25 bits
@@ -51,8 +51,8 @@ def _check_widths(qc: dict, where: str) -> None:
 
 
 # NOTE: gptq_marlin / awq_marlin `is_*_marlin_compatible`: the keys must be there, under
-# these names (an old AutoAWQ config's w_bit / q_group_size are not read there)
-_MARLIN_GROUPS = (-1, 32, 64, 128)
+# these names (an old AutoAWQ config's w_bit / q_group_size are not read there); the bits
+# and group sizes Marlin takes are core's (`model.MARLIN_BITS` / `MARLIN_GROUPS`)
 
 
 def _marlin_keys(method: str, qc: dict) -> bool | None:
@@ -70,8 +70,7 @@ def _marlin_keys(method: str, qc: dict) -> bool | None:
     bits, group = values[0], values[1]
     if method == "awq" and bits == 8:
         return None     # NOTE: awq_marlin took 8 bits in 0.5.3-0.5.x only (uint4 after)
-    ok_bits = bits in ((4, 8) if method == "gptq" else (4,))
-    return ok_bits and group in _MARLIN_GROUPS and values[2] is True
+    return bits in MARLIN_BITS[method] and group in MARLIN_GROUPS and values[2] is True
 
 
 def _names(qc: dict, *keys: str) -> tuple[str, ...]:
