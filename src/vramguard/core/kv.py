@@ -12,8 +12,7 @@ from math import lcm
 from .model import (CHUNKED, CSA, FULL, MAMBA, MLA, NONE, SLIDING, AttentionSpec, ModelSpec,
                     counted, distinct_index, fields_key)
 from ._frozen import replacer
-from .kv_mamba import (GDN_CHECKPOINT_ALIGN, MAMBA_DEFAULT_CHUNK,  # noqa: F401
-                       mamba_checkpoint_kinds, mamba_page_bytes, mamba_state_dtype_bytes)
+from .kv_mamba import MAMBA_DEFAULT_CHUNK, mamba_page_bytes, mamba_state_dtype_bytes
 from .kv_quant import (PER_TOKEN_HEAD, TURBOQUANT, aligned_block_size, packed_head_bytes,
                        skip_layers)
 from .rules import VllmRules
@@ -368,7 +367,7 @@ def _layout_shape(spec: ModelSpec, settings: Settings, rules: VllmRules,
     more block per Mamba group; "all": a Mamba state per block of the sequence, like full
     attention; `stage_terms.mamba_cache_mode`). `mla_align_elems`: MLA entries rounded up to a
     multiple of this many elements (v0 0.7.2-0.7.3 on CUDA). `mamba_ckpt`: the state kinds
-    that hold a prefill-checkpoint block in "align" mode (`mamba_checkpoint_kinds`)."""
+    that hold a prefill-checkpoint block in "align" mode (`kv_mamba.mamba_checkpoint_kinds`)."""
     tp = settings.tensor_parallel_size
     if runs is None:
         runs = attention_runs(spec, layer_range)

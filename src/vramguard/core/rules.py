@@ -279,7 +279,7 @@ class VllmRules:
     mamba_align_refuses_spec: bool = False
     # state kinds that hold one more block in "align" mode for a prefill checkpoint
     # (num_prefill_checkpoint_blocks: Mamba2 0.32+; Gated DeltaNet 0.33+ where FlashInfer's
-    # GDN prefill runs, which also aligns the block to 64 tokens, `kv.GDN_CHECKPOINT_ALIGN`)
+    # GDN prefill runs, which also aligns the block to 64 tokens, `kv_mamba.GDN_CHECKPOINT_ALIGN`)
     mamba_ckpt_kinds: frozenset[str] = frozenset()
     # --mamba-cache-dtype / --mamba-ssm-cache-dtype (0.10.1+): the values accepted (config/
     # cache.py MambaDType); Gated DeltaNet reads the SSM one from 0.17 (before: the conv

@@ -18,6 +18,7 @@ from . import kv as kvm
 from .arch_support import encoder_tp_data
 from .calibration import Calibration
 from .gpu import GpuSpec
+from .kv_mamba import GDN_CHECKPOINT_ALIGN, mamba_checkpoint_kinds
 from .kv_quant import init_buffer_bytes
 from .model import MAMBA, ModelSpec
 from .provenance import Estimate, Source
@@ -256,13 +257,13 @@ def fixed_terms(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec, de
     block = kvm.default_block_size(spec, s, rules, device=device,
                                    compute_capability=gpu.compute_capability)
     align = kvm.hybrid_alignment(spec, rules, gpu.compute_capability, block)
-    ckpt = (kvm.mamba_checkpoint_kinds(rules, mamba_mode, gpu.compute_capability, gpu.vendor)
+    ckpt = (mamba_checkpoint_kinds(rules, mamba_mode, gpu.compute_capability, gpu.vendor)
             if rules.mamba_ckpt_kinds and mamba_mode == "align" else _NO_KINDS)
     if "gdn" in ckpt:
         # NOTE: Gated DeltaNet exports checkpoints only when every Mamba layer can
         # (`get_mamba_prefill_checkpoint_alignment`); its blocks then align to 64 tokens
         if _memo.mamba_kinds(spec) == {"gdn"}:
-            align = lcm(align, kvm.GDN_CHECKPOINT_ALIGN)
+            align = lcm(align, GDN_CHECKPOINT_ALIGN)
         else:
             ckpt = ckpt - {"gdn"}
     kw = dict(kv_bytes=kv_b, mamba_bytes=dtype_b, block_size=block, engine=rules.engine,
