@@ -310,9 +310,10 @@ class PlanReport(PlanNotes):
         if self.gpu.uma and self.rules.engine == "v1" and self.device == "cuda":
             # NOTE: not in the numbers: the growth varies run to run (docs/accuracy.md)
             out.append("On unified memory, host memory that vLLM's processes allocate during the "
-                       "profile run can count as non-torch memory: public DGX Spark (GB10) "
-                       "startups show 1.1-6.3 GiB more than the non-torch term here; "
-                       "`vramguard calibrate` learns it from your own logs.")
+                       "profile run can count as non-torch memory: the model runner's token "
+                       "buffers are counted here, but public DGX Spark (GB10) startups show "
+                       "1-5 GiB more than the non-torch term; `vramguard calibrate` learns it "
+                       "from your own logs.")
         if self.derived is not None and self.L > self.derived.limit:
             out.append(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: max_model_len {self.L} is above the "
                        f"model's derived maximum ({self.derived.key}={self.derived.limit}); vLLM "

@@ -34,7 +34,9 @@ from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, resolve_rules
 from .settings import Settings
+from .runner import token_buffer_bytes
 from .stage_terms import override as _override
+from .stage_terms import plus_bytes
 from .stage_terms import FULL_GRAPH_MODES, mm_settings, model_runner_v2, sampler_copies
 from .validation import validate_searched
 from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
@@ -99,10 +101,30 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: Family, gpu: GpuS
                                  tokens, seqs, TERMS)
     terms, kv_name, graph_mode = hit
     stages = [_Stage(*terms[0])] if len(terms) == 1 else [_Stage(*t) for t in terms]
+    extra = _token_buffers(spec, s, fam, gpu, seqs, eff.values["max_model_len"])
+    if extra:
+        for st in stages:
+            st.non_torch = plus_bytes(st.non_torch, *extra)
     if cal is not None or hooks is not None:
         for st in stages:
             _override(st, cal, hooks, tokens, graph_mode == "NONE")
     return stages, kv_name, graph_mode
+
+
+def _token_buffers(spec: ModelSpec, s: Settings, fam: Family, gpu: GpuSpec, seqs: int,
+                   max_model_len: int) -> tuple[int, str] | None:
+    """(bytes, note) the model runner's token buffers add to each rank's non-torch term:
+    on the GPU (n-gram on Model Runner V2, 0.32+), or in host memory that unified memory
+    counts as the device's."""
+    if fam.device != "cuda":
+        return None
+    dev, host = token_buffer_bytes(spec, s, fam.rules, bool(fam.v2), seqs, max_model_len)
+    if not gpu.uma:
+        host = 0
+    if not dev + host:
+        return None
+    where = "on the GPU" if dev else "in host memory, which is this GPU's"
+    return dev + host, f" + the model runner's token buffers ({seqs} x {max_model_len}, {where})"
 
 
 def _sub(a: Estimate, *terms: Estimate, note: str = "") -> Estimate:
@@ -194,15 +216,15 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
     if spec.vision is not None:
         settings = mm_settings(spec, settings, rules, version)
+    if fam.v2 is None:
+        # NOTE: no searched flag changes the runner: once per family
+        fam.v2 = model_runner_v2(spec, settings, rules)
     stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, fam, gpu, cal, hooks)
     ctx = hooks.context_bytes if hooks and hooks.context_bytes is not None else fam.context_bytes
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,
                  cal, hooks, device, derived, detail, kv_name, cuda_ordinal, ctx)
     walk.fallback, walk.graph_mode = fam.fallback, graph_mode
     walk.swa_warning = swa_warning
-    if fam.v2 is None:
-        # NOTE: no searched flag changes the runner: once per family
-        fam.v2 = model_runner_v2(spec, settings, rules)
     walk.v2 = fam.v2
     if base.pooling:
         walk.pooling = True

@@ -105,6 +105,14 @@ class VllmRules:
     # 0.11.1+: on integrated GPUs (Jetson Orin 8.7, Thor 11.0, GB10 12.1; from 0.20
     # `is_integrated_gpu`) free memory is the host's available RAM (utils/mem_utils.py)
     uma_free_is_host_ram: bool = False
+    # host bytes per (request x position) of the V1 model runner's token buffers, allocated
+    # after the snapshot (gpu_input_batch.py: int32 token ids, from 0.11.1 also a bool
+    # is-token-id mask); Model Runner V2's are pinned int32 (gpu/states.py). On unified
+    # memory they are device memory and grow vLLM's non-torch figure.
+    runner_token_host_bytes: int = 0
+    # 0.32+: Model Runner V2 keeps every request's token ids on the GPU for n-gram
+    # speculation (gpu/states.py `use_dense_all_token_ids`)
+    v2_ngram_dense_tokens: bool = False
     profile_assert_ge: bool = False          # 0.16+: F_s >= free_after_profile
     # online FP8 (--quantization fp8 on a 16-bit checkpoint) while loading: "whole" (up to
     # 0.15: every layer's weights allocated in 16-bit at init), "layer" (0.16-0.18: each

@@ -165,6 +165,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
                      "msg_fit": "v1_070", "log_capacity": "v1_blocks",
                      "concurrency_formula": "blocks_b_over_len", "log_available": "none"},
      "v1 opt-in; whole-GPU budget (§1a)"),
+    ("0.7.0", "v1", {"runner_token_host_bytes": 4},
+     "InputBatch.token_ids_cpu: max_num_seqs x max_model_len int32 on the host, built with the "
+     "model runner after the memory snapshot (v1/worker/gpu_input_batch.py)"),
     ("0.7.0", "v1", {"block_size_16": "fa"},
      "v1 FlashAttention: 'Block size must be a multiple of 16.' (v1/attention/backends)"),
     ("0.7.0", "v1", {"kv_group_max_ratio": 1.0},
@@ -465,6 +468,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.11.1", "v1", {"uma_free_is_host_ram": True},
      "integrated GPUs (compute capability 8.7, 11.0, 12.1): free memory is psutil's available "
      "host RAM (utils/mem_utils.py; the reference says 0.20)"),
+    ("0.11.1", "v1", {"runner_token_host_bytes": 5},
+     "... and is_token_ids, a bool per request x position (gpu_input_batch.py)"),
     ("0.11.1", "v1", {"kv_memory_log": "v1_0111"},
      "the --kv-cache-memory-bytes line: both figures %.2f, 'This does not' (gpu_worker.py)"),
     ("0.11.1", "v1", {"longrope_default_original": True},
@@ -814,6 +819,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "... draft models too; PP > 1 turns it off on the V1 model runner"),
     ("0.32.0", "v1", {"v1_runner_spec_methods": frozenset({
         "suffix", "medusa", "mlp_speculator", "custom_class"})}, "... n-gram too"),
+    ("0.32.0", "v1", {"v2_ngram_dense_tokens": True},
+     "n-gram speculation on Model Runner V2 keeps all_token_ids on the GPU "
+     "(gpu/states.py use_dense_all_token_ids)"),
     ("0.32.0", "v1", {"mamba_ckpt_kinds": frozenset({"mamba2"})},
      "a prefill-checkpoint block per Mamba2 group in align mode (mamba_mixer2.py)"),
     ("0.32.0", "v1", {"mamba_mode_choices": ("align", "none")},

@@ -14,7 +14,8 @@ from .rules import VllmRules
 from .settings import Settings, is_pooling
 
 __all__ = ["MAMBA_ALL_MODE_ARCHS", "mamba_cache_mode", "check_mamba_prefix_caching",
-           "async_scheduling", "check_async_scheduling", "model_runner_v2", "check_eplb"]
+           "async_scheduling", "check_async_scheduling", "model_runner_v2", "check_eplb",
+           "token_buffer_bytes"]
 
 
 def check_eplb(s: Settings, rules: VllmRules) -> None:
@@ -193,3 +194,38 @@ def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
     if MAMBA in kinds or not kinds - {MAMBA, NONE}:        # hybrid or attention-free: V1
         return False
     return listed or spec.moe is None
+
+
+NGRAM_METHODS = frozenset({"ngram", "ngram_gpu"})
+
+
+def _pinned(n_bytes: int) -> int:
+    """What torch's pinned-host caching allocator takes for `n_bytes`: the next power of two
+    (ATen CachingHostAllocator `PowerOf2Ceil`)."""
+    return 1 << (n_bytes - 1).bit_length() if n_bytes > 0 else 0
+
+
+def _uses_mrope(spec: ModelSpec) -> bool:
+    return bool(spec.rope_scaling) and "mrope_section" in spec.rope_scaling
+
+
+def token_buffer_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, v2: bool, seqs: int,
+                       max_model_len: int) -> tuple[int, int]:
+    """(GPU bytes, host bytes) of the model runner's per-request token buffers, which V1
+    builds after its memory snapshot, so that the profile counts what lands on the device.
+
+    V1's runner keeps `max_num_seqs x max_model_len` token ids (and from 0.11.1 a mask) in
+    host memory; Model Runner V2 keeps them pinned (UVA), and an M-RoPE model's prefill
+    positions (3 per token) too, each rounded up to a power of two by torch's pinned
+    allocator. On unified memory the host bytes are device memory. From 0.32, n-gram
+    speculation on Model Runner V2 keeps the token ids on the GPU instead.
+    """
+    if rules.engine != "v1" or not rules.runner_token_host_bytes:
+        return 0, 0
+    cells = seqs * max_model_len
+    if not v2:
+        return 0, cells * rules.runner_token_host_bytes
+    dense = (rules.v2_ngram_dense_tokens and s.num_speculative_tokens > 0
+             and s.speculative_method in NGRAM_METHODS)
+    host = _pinned(cells * 3 * 4) if _uses_mrope(spec) else 0
+    return (cells * 4, host) if dense else (0, host + _pinned(cells * 4))

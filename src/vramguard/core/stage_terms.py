@@ -44,7 +44,7 @@ def _banded(value: int, rel: float, note: str) -> Estimate:
                      high_bytes=int(value + spread), source=_ESTIMATED, note=note)
 
 
-def _plus(est: Estimate, extra: int, note: str) -> Estimate:
+def plus_bytes(est: Estimate, extra: int, note: str) -> Estimate:
     """`est` with `extra` bytes added to its value and band, `note` appended."""
     return _estimate(value_bytes=est.value_bytes + extra, low_bytes=est.low_bytes + extra,
                      high_bytes=est.high_bytes + extra, source=est.source, note=est.note + note)
@@ -97,10 +97,10 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     out = []
     for r, rng, _w, n_est, _shape, mamba_slot, _windowed in fixed:
         if state and r == pp - 1:
-            n_est = _plus(n_est, state, " + the V2 sampler's per-request penalty state")
+            n_est = plus_bytes(n_est, state, " + the V2 sampler's per-request penalty state")
         if deepep:
             # NOTE: DeepEP's runtime allocates them outside torch after the weights are measured
-            n_est = _plus(n_est, deepep, " + DeepEP's all-to-all buffers")
+            n_est = plus_bytes(n_est, deepep, " + DeepEP's all-to-all buffers")
         # NOTE: computed, not memoized: a search gives most (tokens, seqs) once, and looking
         # the peak up cost more than the arithmetic.
         a_val = act.activation_bytes(spec, _profile_shape(
@@ -165,10 +165,10 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, seqs
             kvq = init_buffer_bytes(spec, s, rules, kv_name, shape.quantized_layers, tokens, seqs)
             if kvq:
                 # NOTE: the KV format's per-layer buffers, registered at model init
-                w_est = _plus(w_est, kvq, f" + {kv_name} KV buffers of the attention layers")
+                w_est = plus_bytes(w_est, kvq, f" + {kv_name} KV buffers of the attention layers")
         if buffers:
             # NOTE: allocated at model init on every rank, inside the weights measurement.
-            w_est = _plus(w_est, buffers, " + init buffers sized by the batched tokens")
+            w_est = plus_bytes(w_est, buffers, " + init buffers sized by the batched tokens")
         # NOTE: only sliding-window/chunked groups read the in-flight tokens: other layouts
         # are the shape itself (no copy per (tokens, seqs)).
         out.append((r, rng, w_est, a_est, n_est, g_est,
