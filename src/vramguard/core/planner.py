@@ -116,7 +116,9 @@ def _token_buffers(spec: ModelSpec, s: Settings, fam: Family, gpu: GpuSpec, seqs
     """(bytes, note) the model runner's token buffers add to each rank's non-torch term:
     on the GPU (n-gram on Model Runner V2, 0.32+), or in host memory that unified memory
     counts as the device's."""
-    if fam.device != "cuda":
+    # NOTE: most plans (a discrete GPU, no n-gram on 0.32+) have neither: no call
+    if fam.device != "cuda" or not (gpu.uma or (fam.rules.v2_ngram_dense_tokens
+                                                and s.num_speculative_tokens)):
         return None
     dev, host = token_buffer_bytes(spec, s, fam.rules, bool(fam.v2), seqs, max_model_len)
     if not gpu.uma:
