@@ -312,8 +312,9 @@ class PlanReport(PlanNotes):
             out.append("On unified memory, host memory that vLLM's processes allocate during the "
                        "profile run can count as non-torch memory: the model runner's token "
                        "buffers are counted here, but public DGX Spark (GB10) startups show "
-                       "1-5 GiB more than the non-torch term; `vramguard calibrate` learns it "
-                       "from your own logs.")
+                       "1-5 GiB more than the non-torch term, and the same launch's pool varied "
+                       "by 1-2 GiB between boots; `vramguard calibrate` learns your machine's "
+                       "figure from its logs.")
         if self.derived is not None and self.L > self.derived.limit:
             out.append(f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: max_model_len {self.L} is above the "
                        f"model's derived maximum ({self.derived.key}={self.derived.limit}); vLLM "
