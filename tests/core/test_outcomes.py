@@ -189,20 +189,44 @@ def test_sampler_warmup_counts_the_captured_graph_pool_when_budgeted():
 
 
 def test_gpt_oss_captures_its_own_list_from_0101():
-    """gpt-oss overrides the capture list (83 sizes up to 1024 in 0.10.1-0.10.2, 81 up to 992
-    from 0.11) whatever max_num_seqs is (models/config.py); other models capture
-    min(2 x max_num_seqs, 512) tokens' worth of sizes (2 sizes at 1 seq)."""
+    """gpt-oss overrides the capture list whatever max_num_seqs is (models/config.py): up to
+    1024 (83 graphs: 51 up to 512, 32 more in steps of 16) in 0.10.1-0.10.2 and from 0.11.1,
+    up to 992 (81) in 0.11.0. Each graph beyond vLLM's 512 list adds one fitted graph's share
+    (0.6 / 51) of the full list's pool; other models capture min(2 x max_num_seqs, 512)
+    tokens' worth of sizes (2 sizes at 1 seq)."""
     from dataclasses import replace
     from vramguard.core import activation as act
     spec = replace(llama31_8b(), architecture="GptOssForCausalLM")
     s = Settings(max_model_len=8192, max_num_seqs=1)
-    full = act.cuda_graph_bytes(32, 1024)
-    assert plan(spec, s, H100, vllm_version="0.14.1").tightest.cuda_graph.value_bytes == full
-    assert plan(spec, s, H100, vllm_version="0.10.1").tightest.cuda_graph.value_bytes == full
-    small = plan(spec, s, H100, vllm_version="0.10.0").tightest.cuda_graph.value_bytes
-    assert small == act.cuda_graph_bytes(32, 1) < full
-    assert plan(llama31_8b(), s, H100, vllm_version="0.14.1").tightest.cuda_graph.value_bytes \
-        == small
+    base = act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
+
+    def graphs(version, model=spec):
+        return plan(model, s, H100, vllm_version=version).tightest.cuda_graph.value_bytes
+    to_1024 = int(base * (0.4 + 0.6 * (1 + 32 / 51)))
+    assert graphs("0.14.1") == graphs("0.10.1") == to_1024
+    assert graphs("0.11.0") == int(base * (0.4 + 0.6 * (1 + 30 / 51)))
+    small = graphs("0.10.0")
+    assert small == act.cuda_graph_bytes(32, 1) < act.cuda_graph_bytes(32, 1024) < to_1024
+    assert graphs("0.14.1", llama31_8b()) == small
+
+
+def test_blackwell_data_centre_parts_capture_up_to_1024_from_0_28():
+    """config/vllm.py: the default largest size is min(2 x max_num_seqs, 1024) on compute
+    capability 10.x from 0.28 (512 before, and on other GPUs): B200 with 1,024 sequences
+    captures 83 graphs."""
+    from vramguard.core import activation as act
+    s = Settings(max_model_len=8192)
+    b200, b300 = lookup_gpu("B200"), lookup_gpu("B300")
+    base = act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
+
+    def graphs(gpu, version, settings=s):
+        return plan(llama31_8b(), settings, gpu, vllm_version=version
+                    ).tightest.cuda_graph.value_bytes
+    assert graphs(b200, "0.28.0") == graphs(b300, "0.33.0") == int(
+        base * (0.4 + 0.6 * (1 + 32 / 51)))
+    assert graphs(b200, "0.27.1") == graphs(H100, "0.33.0") == base
+    # 256 sequences: 512 either way
+    assert graphs(b200, "0.33.0", s.with_(max_num_seqs=256)) == base
 
 
 def test_lora_graphs_are_captured_twice_from_0111():

@@ -45,6 +45,9 @@ NON_TORCH_TP = int(1.85 * _GIB)       # custom all-reduce + NCCL growth when TP 
 GRAPH_BASE = int(0.30 * _GIB)         # CUDA graph pool: fixed part
 GRAPH_PER_LAYER = int(0.018 * _GIB)   # ... and per decoder layer on the rank
 GRAPH_FULL_SIZES = 67                 # number of capture sizes up to 512 (1, 2, 4, 8..512)
+# graphs vLLM (0.12+) captures for that full list (steps of 16 above 256): the fits' graphs,
+# whose per-graph share each graph beyond the list adds
+GRAPH_FIT_GRAPHS = 51
 # the captured pool over vLLM's own estimate of it (0.19 log: "CUDA graph pool memory: 1.55 GiB
 # (actual), 1.09 GiB (estimated)"); used where the estimate is subtracted (0.20+) and the pool
 # is then allocated after the KV cache, before the sampler warm-up
@@ -273,23 +276,28 @@ def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
     return (largest >= 1) + (largest >= 2) + (largest >= 4) + max(0, largest // 8)
 
 
-# NOTE: gpt-oss overrides the capture list whatever max_num_seqs is (vLLM
-# `models/config.py` GptOssForCausalLMConfig, 0.11.0, PR 25508): 1, 2, 4, every 8 up to 248,
-# every 16 from 256 to 992 = 81 sizes (83 up to 1024 once the 992 limit went, PR 27840).
-GPT_OSS_CAPTURE_SIZES = 81
+def graph_list_share(sizes: int) -> float:
+    """The per-graph part of the pool for `sizes` (`capture_sizes`' count) as a share of the
+    full list's: proportional up to the full list (the model's convention, fitted), then one
+    fitted graph's share for each graph vLLM captures beyond 512 (steps of 16: two of the
+    count's steps of 8 per graph)."""
+    if sizes <= GRAPH_FULL_SIZES:
+        return sizes / GRAPH_FULL_SIZES
+    return 1.0 + (sizes - GRAPH_FULL_SIZES) / (2 * GRAPH_FIT_GRAPHS)
 
 
 def cuda_graph_bytes(num_layers_on_rank: int, max_num_seqs: int,
                      num_speculative_tokens: int = 0, cap: int = 512,
                      fixed_sizes: int | None = None, lora_cases: int = 1) -> int:
-    """The CUDA-graph pool `G` on one rank (`fixed_sizes`: a model's own capture list).
+    """The CUDA-graph pool `G` on one rank (`fixed_sizes`: the count of a list the model,
+    the GPU or the user sets; `cap`: the largest default size).
 
     `lora_cases` is 2 where vLLM captures every size twice, without and with active LoRA
     (`cudagraph_specialize_lora`, on by default with `--enable-lora` from 0.11.1): the
     per-size part of the pool doubles, the fixed part does not.
     """
     sizes = fixed_sizes or capture_sizes(max_num_seqs, num_speculative_tokens, cap)
-    scale = 0.4 + 0.6 * min(1.0, sizes / GRAPH_FULL_SIZES) * lora_cases
+    scale = 0.4 + 0.6 * graph_list_share(sizes) * lora_cases
     return int((GRAPH_BASE + GRAPH_PER_LAYER * num_layers_on_rank) * scale)
 
 

@@ -321,7 +321,13 @@ class VllmRules:
     group_aware_check: bool = False          # 0.14+
     auto_fit: bool = False                   # --max-model-len auto (0.14+)
     mamba_blocks_check: bool = False         # 0.20+: max_num_seqs <= mamba blocks
-    gpt_oss_capture_override: bool = False   # 0.11+: gpt-oss captures up to 992/1024 tokens
+    # gpt-oss's own largest capture size whatever max_num_seqs is (models/config.py
+    # GptOssForCausalLMConfig): 1024 (0.10.1-0.10.2, 0.11.1+), 992 (0.11.0); 0: none
+    gpt_oss_capture_max: int = 0
+    # the default largest capture size, min(2 x max_num_seqs x query length, this), on
+    # data-centre Blackwell (compute capability 10.x; 512 elsewhere): 1024 from 0.28
+    # (config/vllm.py `_set_cudagraph_sizes`)
+    graph_cap_sm10x: int = 512
     # --max-cudagraph-capture-size and --cudagraph-capture-sizes (V1 0.11.1+; a user's list
     # then keeps the sizes <= max_num_batched_tokens)
     capture_max_flag: bool = False

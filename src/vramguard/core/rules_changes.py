@@ -372,8 +372,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "mamba_utils.py MambaStateDtypeCalculator)"),
     ("0.10.1", "v1", {"mm_items_formula": "per_prompt"},
      "... MultiModalBudget.get_max_items (v1/worker/utils.py)"),
-    ("0.10.1", "v1", {"gpt_oss_capture_override": True},
-     "gpt-oss capture list up to 992 (models/config.py GptOssForCausalLMConfig, PR 25508)"),
+    ("0.10.1", "v1", {"gpt_oss_capture_max": 1024},
+     "gpt-oss capture list up to 1024, 83 sizes (models/config.py GptOssForCausalLMConfig)"),
     ("0.10.1", "v1", {"chunked_disables_hybrid": True},
      "'There is a latency regression when using chunked local attention with the hybrid KV "
      "cache manager. Disabling it, by default.' (config/__init__.py)"),
@@ -421,6 +421,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "model.' (config/speculative.py)"),
     ("0.11.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss")},
      "... + minicpm, gpt_oss (config/speculative.py)"),
+    ("0.11.0", "v1", {"gpt_oss_capture_max": 992},
+     "... up to 992, 81 sizes: 'the max supported size is 992' with FA3 full graphs (PR 25508)"),
     ("0.11.0", "v1", {"mm_outputs_padded": True},
      "each dummy encoder output padded to the encoder budget's rows and kept through the text "
      "forward (profile_run; 0.12 pads to the largest item)"),
@@ -463,6 +465,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "graphs. Overriding cudagraph_mode to PIECEWISE' (config/vllm.py)"),
     ("0.11.1", "v1", {"piecewise_assert": "mode"},
      "... the assert names CompilationMode.VLLM_COMPILE (config/vllm.py)"),
+    ("0.11.1", "v1", {"gpt_oss_capture_max": 1024},
+     "... max_cudagraph_capture_size = 1024 unless the user sets sizes (models/config.py)"),
     ("0.11.1", "v1", {"lora_moe": True},
      "FusedMoE layers take LoRA: slots per routed expert (lora/layers/fused_moe.py)"),
     ("0.11.1", "v1", {"uma_free_is_host_ram": True},
@@ -782,6 +786,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
      "DCP's GQA/MQA checks raise ValueErrors with new words (config/model.py)"),
     ("0.27.0", "v1", {"csa_grouping": "packed"},
      "DeepSeek-V4: sliding pages no longer padded; unweighted concurrency (kv_cache_utils.py)"),
+    ("0.28.0", "v1", {"graph_cap_sm10x": 1024},
+     "default largest capture size 1024 on compute capability 10.x (config/vllm.py "
+     "_set_cudagraph_sizes: is_device_capability_family(100))"),
     ("0.28.0", "v1", {"kv_quant_dtypes": _KVQ_028}, "nvfp4_4over6 (config/cache.py)"),
     ("0.28.0", "v1", {"log_weights_v2": None}, "V2 prints 'GiB memory' like V1"),
     ("0.28.0", "v1", {"log_capacity": "one_line", "sched_defaults": "v1_028"}, "§1b, §9"),

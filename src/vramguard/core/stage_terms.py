@@ -56,7 +56,7 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
     non-torch with the V2 sampler's state, graph term, graph pool where it differs); the
     in-flight tokens; the init buffers' bytes. `fixed`: `fixed_terms(...)`."""
     fixed, _kv_name, ctx = fixed
-    tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes, async_sched, v2, sampler = ctx
+    tp, ep_div, dtype_b, copies, eager, graph_mode, graph_sizes, async_sched, v2, sampler = ctx
     # NOTE: --language-model-only loads no encoder; --skip-mm-profiling leaves it out of the
     # profile run (vLLM logs "Skipping memory profiling for multimodal encoder").
     num_reqs, encoder = act.mm_profile(spec, tokens, seqs,
@@ -123,7 +123,7 @@ def runtime_base(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, se
             note += ", EPLB's rearrangement"
         a_est = _banded(a_val, act.ACT_REL, note)
         g_val, g_pool = _graph_terms(rng[1] - rng[0], seqs, tokens, s, rules,
-                                     graph_mode == "NONE", fixed_sizes)
+                                     graph_mode == "NONE", graph_sizes)
         g_est = _banded(g_val, act.GRAPH_REL,
                         "CUDA graph pool" if g_val else "no CUDA graphs captured")
         out.append((a_est, n_est, g_est, g_pool))
@@ -207,8 +207,7 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     draft_w = draft_bytes(spec, s, dtype_b, rules)
     # NOTE: EPLB's working set: in the weights from 0.20, in the profile peak up to 0.11
     eplb = eplb_buffer_bytes(spec, s, dtype_b) if s.enable_eplb and rules.eplb_buffer else 0
-    fixed_sizes = (act.GPT_OSS_CAPTURE_SIZES if rules.gpt_oss_capture_override
-                   and spec.architecture == "GptOssForCausalLM" else None)
+    graph_sizes = _default_capture(spec, rules, gpu)
     # NOTE: v0 0.7.2-0.7.3 pad MLA entries to 256 bytes of the model dtype on CUDA.
     mla_align = (rules.v0_mla_align_bytes // dtype_b if rules.v0_mla_align_bytes
                  and gpu.vendor == "nvidia" and device == "cuda" else 0)
@@ -235,7 +234,7 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
                                 "cuBLAS/attention workspaces, all-reduce buffers")
         out.append((r, rng, w_est, n_est, v0_mamba_slot_bytes(spec, s, rules, rng, dtype_b)))
     ep_div = moe_partition(s)
-    ctx = (tp, ep_div, dtype_b, copies, eager, graph_mode, fixed_sizes,
+    ctx = (tp, ep_div, dtype_b, copies, eager, graph_mode, graph_sizes,
            async_scheduling(spec, s, rules, v2), v2, not is_pooling(spec, s))
     return tuple(out), dtype_b, mamba_mode, mla_align, ctx
 
@@ -325,9 +324,22 @@ def lora_graph_cases(s: Settings, rules: VllmRules) -> int:
     return 1 + sum(1 for n in range(1, m + 2) if n & (n - 1) == 0 or n == m + 1)
 
 
+def _default_capture(spec: ModelSpec, rules: VllmRules, gpu: GpuSpec) -> tuple[int | None, int]:
+    """(a model's own largest capture size or None, the release's default largest size on
+    this GPU): gpt-oss sets its own (`rules.gpt_oss_capture_max`); data-centre Blackwell
+    (compute capability 10.x) takes 1024 from 0.28 (`rules.graph_cap_sm10x`), others 512."""
+    own = (rules.gpt_oss_capture_max if rules.gpt_oss_capture_max
+           and spec.architecture == "GptOssForCausalLM" else None)
+    cc = gpu.compute_capability
+    cap = rules.graph_cap_sm10x if gpu.vendor == "nvidia" and cc and cc[0] == 10 else 512
+    return own, cap
+
+
 def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRules,
-                 no_graphs: bool, fixed_sizes: int | None) -> tuple[int, int | None]:
-    """(the graph term vLLM logs / subtracts, the captured pool where it differs from it)."""
+                 no_graphs: bool, graph_sizes: tuple[int | None, int]
+                 ) -> tuple[int, int | None]:
+    """(the graph term vLLM logs / subtracts, the captured pool where it differs from it).
+    `graph_sizes`: `_default_capture`'s (a model's largest size, the default cap)."""
     if no_graphs:
         return 0, None
     lora = lora_graph_cases(s, rules)
@@ -337,26 +349,38 @@ def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRu
     if listed is not None:
         if not listed:
             return 0, None          # NOTE: an empty list (or none <= the tokens) captures none
-        fixed_sizes = listed        # NOTE: the user's list replaces vLLM's (and a model's)
+        sizes = listed              # NOTE: the user's list replaces vLLM's (and a model's)
     else:
-        fine = (INTERACTIVITY_SIZES if s.performance_mode == "interactivity"
-                and rules.performance_mode_flag else 0)
-        if s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
-            # NOTE: the user's largest size replaces vLLM's (and a model's own list).
-            fixed_sizes = act.capture_sizes(seqs, largest=min(s.max_cudagraph_capture_size,
-                                                              tokens), every_upto=fine)
-        elif fine and fixed_sizes is None:
-            fixed_sizes = act.capture_sizes(seqs, k, every_upto=fine)
-    pool = act.cuda_graph_bytes(layers, seqs, k, fixed_sizes=fixed_sizes, lora_cases=lora)
+        sizes = _default_sizes(seqs, tokens, k, s, rules, graph_sizes)
+    pool = act.cuda_graph_bytes(layers, seqs, k, fixed_sizes=sizes, lora_cases=lora)
     if lora == 1 or rules.graph_budget == "headroom":
         return pool, None
     # NOTE: from 0.18 vLLM's own estimate is what it logs (and subtracts from 0.20); with
     # LoRA-specialised graphs that estimate is about one graph (activation.py), while the
     # pool, allocated after the KV cache, holds both cases.
-    est = act.lora_graph_estimate_bytes(layers, seqs, k, fixed_sizes=fixed_sizes)
+    est = act.lora_graph_estimate_bytes(layers, seqs, k, fixed_sizes=sizes)
     if rules.graph_budget == "subtracted":
         pool = int(act.GRAPH_ACTUAL_OVER_ESTIMATE * pool)
     return est, pool
+
+
+def _default_sizes(seqs: int, tokens: int, k: int, s: Settings, rules: VllmRules,
+                   graph_sizes: tuple[int | None, int]) -> int:
+    """The count (`act.capture_sizes`) of vLLM's own list: up to the user's largest size
+    (--max-cudagraph-capture-size, 0.11.1+), else a model's own, else min(2 x max_num_seqs x
+    query length, the default cap); from 0.11.1 at most max_num_batched_tokens."""
+    fine = (INTERACTIVITY_SIZES if s.performance_mode == "interactivity"
+            and rules.performance_mode_flag else 0)
+    own, cap = graph_sizes
+    if s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
+        largest = s.max_cudagraph_capture_size  # NOTE: replaces vLLM's (and a model's own)
+    elif own is not None:
+        largest = own
+    else:
+        largest = min(2 * seqs * (1 + k), cap)
+    if rules.capture_max_flag:
+        largest = min(largest, tokens)
+    return act.capture_sizes(seqs, largest=largest, every_upto=fine)
 
 
 # NOTE: --performance-mode interactivity captures every batch size up to this one (0.17+).
@@ -426,13 +450,20 @@ def user_capture_sizes(s: Settings, rules: VllmRules, tokens: int) -> int | None
     largest of the default sizes 1, 2, 4, 8, 16, ...)."""
     if s.cudagraph_capture_sizes is not None:
         sizes = set(s.cudagraph_capture_sizes)
-        return len({x for x in sizes if x <= tokens} if rules.capture_max_flag else sizes)
+        return _list_count({x for x in sizes if x <= tokens} if rules.capture_max_flag
+                           else sizes)
     given = s.cuda_graph_sizes
     if given is None or not rules.cuda_graph_sizes_flag:
         return None
     if rules.cuda_graph_sizes_flag == "max" and len(given) == 1:
         return act.capture_sizes(1, largest=min(given[0], tokens))
-    return len({x for x in given if x <= tokens})
+    return _list_count({x for x in given if x <= tokens})
+
+
+def _list_count(sizes: set[int]) -> int:
+    """A list's count in `act.capture_sizes`' units: a size above 512 counts twice (the
+    units step by 8 there, vLLM's own lists by 16: `act.graph_list_share`)."""
+    return len(sizes) + sum(1 for x in sizes if x > 512)
 
 
 def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules,
