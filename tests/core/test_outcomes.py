@@ -332,3 +332,24 @@ def test_max_cudagraph_capture_size_sets_the_largest_captured_size():
     with pytest.raises(UsageError, match="unrecognized arguments: --max-cudagraph-capture-size"):
         plan(spec, Settings(max_model_len=4096, max_cudagraph_capture_size=64), h100,
              vllm_version="0.11.0")
+
+
+def test_uniform_decode_widths_join_the_capture_list_from_0_29():
+    """config/vllm.py 0.29+: with a query length q > 1 the default list also holds n x q for
+    n on the request-count grid (1, 2, 4, 8..248, 256..) while n x q <= the largest size. At
+    256 sequences and k = 2 (q = 3, largest 512): 3, 6, 12 are new (1 unit each) and six
+    widths above 256 are off the 16-step grid (264, 312, 360, 408, 456, 504: 2 units each):
+    15 units. With one token per request a max_num_seqs off the grid is one more size."""
+    from vramguard.core import activation as act
+    assert act.decode_width_units(256, 3, 512, 8192, 512) == 15
+    assert act.decode_width_units(256, 3, 512, 256, 512) == 3      # widths <= the tokens only
+    assert act.decode_width_units(100, 1, 200, 8192, 512) == 1
+    assert act.decode_width_units(128, 1, 256, 8192, 512) == 0     # 128 is on the grid
+    s = Settings(max_model_len=8192, max_num_seqs=256, num_speculative_tokens=2,
+                 speculative_method="ngram")
+    base = act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
+
+    def graphs(version):
+        return plan(llama31_8b(), s, H100, vllm_version=version).tightest.cuda_graph.value_bytes
+    assert graphs("0.29.0") == int(base * (0.4 + 0.6 * (1 + 15 / 102)))
+    assert graphs("0.28.0") == base

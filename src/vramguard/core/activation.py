@@ -276,11 +276,36 @@ def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
     return (largest >= 1) + (largest >= 2) + (largest >= 4) + max(0, largest // 8)
 
 
+def _default_grid(largest: int) -> set[int]:
+    """vLLM's default capture list up to `largest` (0.12+: 1, 2, 4, steps of 8 below 256,
+    of 16 from 256; config/vllm.py `_set_cudagraph_sizes`)."""
+    grid = {n for n in (1, 2, 4) if n <= largest}
+    grid.update(range(8, min(largest + 1, 256), 8))
+    grid.update(range(256, largest + 1, 16))
+    return grid
+
+
+def decode_width_units(max_num_seqs: int, query_len: int, largest: int, tokens: int,
+                       cap: int) -> int:
+    """The `capture_sizes` units the uniform decode widths add to the default list (0.29+):
+    n x query length for n on vLLM's request-count grid up to min(max_num_seqs, cap), within
+    the largest size and the batched tokens; with one token per request, max_num_seqs
+    itself. A size above 256 counts two units, as in `graph_list_share`."""
+    if query_len > 1:
+        reqs = min(max_num_seqs, cap)
+        counts = _default_grid(reqs) | {reqs}
+        widths = {n * query_len for n in counts if n * query_len <= largest}
+    else:
+        widths = {max_num_seqs} if max_num_seqs <= largest else set()
+    extra = {w for w in widths if w <= tokens} - _default_grid(min(largest, tokens))
+    return sum(2 if w > 256 else 1 for w in extra)
+
+
 def graph_list_share(sizes: int) -> float:
-    """The per-graph part of the pool for `sizes` (`capture_sizes`' count) as a share of the
-    full list's: proportional up to the full list (the model's convention, fitted), then one
-    fitted graph's share for each graph vLLM captures beyond 512 (steps of 16: two of the
-    count's steps of 8 per graph)."""
+    """The per-graph part of the pool for `sizes` (`capture_sizes`' units: steps of 8, so a
+    graph above 256, where vLLM steps by 16, is two units) as a share of the full 512 list's
+    (67 units, 51 graphs): proportional up to the full list (the model's convention, fitted),
+    then half a fitted graph's share per further unit, i.e. one per graph above 256."""
     if sizes <= GRAPH_FULL_SIZES:
         return sizes / GRAPH_FULL_SIZES
     return 1.0 + (sizes - GRAPH_FULL_SIZES) / (2 * GRAPH_FIT_GRAPHS)

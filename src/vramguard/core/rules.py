@@ -328,6 +328,9 @@ class VllmRules:
     # data-centre Blackwell (compute capability 10.x; 512 elsewhere): 1024 from 0.28
     # (config/vllm.py `_set_cudagraph_sizes`)
     graph_cap_sm10x: int = 512
+    # 0.29+: the default list also holds the uniform decode widths, n x query length (and
+    # max_num_seqs with one token per request) (config/vllm.py `request_counts`)
+    capture_decode_widths: bool = False
     # --max-cudagraph-capture-size and --cudagraph-capture-sizes (V1 0.11.1+; a user's list
     # then keeps the sizes <= max_num_batched_tokens)
     capture_max_flag: bool = False

@@ -797,6 +797,8 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.28.0", "v1", {"mamba_all_mode": False},
      "prefix caching puts every Mamba/linear-attention model in mamba_cache_mode 'align' "
      "(models/config.py MambaModelConfig; 0.27 still chose 'all' where supported)"),
+    ("0.29.0", "v1", {"capture_decode_widths": True},
+     "the capture list adds the uniform decode widths (config/vllm.py request_counts)"),
     ("0.29.0", "v1", {"fp8_moe_block_check": False},
      "block-FP8 MoE block shapes refined to the per-rank size (fused_moe/oracle/fp8.py)"),
     ("0.29.0", "v1", {"conv_spec_kinds": frozenset({"gdn", "mamba2", "short_conv"})},

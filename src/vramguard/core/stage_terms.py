@@ -368,19 +368,23 @@ def _default_sizes(seqs: int, tokens: int, k: int, s: Settings, rules: VllmRules
                    graph_sizes: tuple[int | None, int]) -> int:
     """The count (`act.capture_sizes`) of vLLM's own list: up to the user's largest size
     (--max-cudagraph-capture-size, 0.11.1+), else a model's own, else min(2 x max_num_seqs x
-    query length, the default cap); from 0.11.1 at most max_num_batched_tokens."""
+    query length, the default cap) with, from 0.29, the uniform decode widths; from 0.11.1
+    at most max_num_batched_tokens."""
     fine = (INTERACTIVITY_SIZES if s.performance_mode == "interactivity"
             and rules.performance_mode_flag else 0)
     own, cap = graph_sizes
+    widths = 0
     if s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
         largest = s.max_cudagraph_capture_size  # NOTE: replaces vLLM's (and a model's own)
     elif own is not None:
         largest = own
     else:
         largest = min(2 * seqs * (1 + k), cap)
+        if rules.capture_decode_widths:
+            widths = act.decode_width_units(seqs, 1 + k, largest, tokens, cap)
     if rules.capture_max_flag:
         largest = min(largest, tokens)
-    return act.capture_sizes(seqs, largest=largest, every_upto=fine)
+    return act.capture_sizes(seqs, largest=largest, every_upto=fine) + widths
 
 
 # NOTE: --performance-mode interactivity captures every batch size up to this one (0.17+).
@@ -461,9 +465,9 @@ def user_capture_sizes(s: Settings, rules: VllmRules, tokens: int) -> int | None
 
 
 def _list_count(sizes: set[int]) -> int:
-    """A list's count in `act.capture_sizes`' units: a size above 512 counts twice (the
-    units step by 8 there, vLLM's own lists by 16: `act.graph_list_share`)."""
-    return len(sizes) + sum(1 for x in sizes if x > 512)
+    """A list's count in `act.capture_sizes`' units: a size above 256 counts twice (the
+    units step by 8 there, vLLM's own lists by 16: 51 graphs up to 512 are 67 units)."""
+    return len(sizes) + sum(1 for x in sizes if x > 256)
 
 
 def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules,
