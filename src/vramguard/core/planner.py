@@ -33,11 +33,11 @@ from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, resolve_rules
-from .settings import Settings
 from .runner import token_buffer_bytes
+from .settings import Settings
 from .stage_terms import override as _override
-from .stage_terms import plus_bytes
-from .stage_terms import FULL_GRAPH_MODES, mm_settings, model_runner_v2, sampler_copies
+from .stage_terms import (FULL_GRAPH_MODES, mm_settings, model_runner_v2, plus_bytes,
+                          sampler_copies)
 from .validation import validate_searched
 from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
 

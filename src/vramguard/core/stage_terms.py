@@ -181,8 +181,8 @@ def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
     """What `fixed_terms` computes that no KV-cache setting changes: per stage (pp rank,
     layers, weights, non-torch, v0 Mamba slot); the dtype bytes, Mamba cache mode and MLA
     alignment the KV layout reads; and what the activation, graph and in-flight terms need
-    (tp, MoE divisor, dtype bytes, sampler copies, eager, the CUDA-graph mode, a model's
-    fixed capture sizes, async scheduling, Model Runner V2)."""
+    (tp, MoE divisor, dtype bytes, sampler copies, eager, the CUDA-graph mode, the default
+    capture list's bounds, async scheduling, Model Runner V2)."""
     pp, tp = s.pipeline_parallel_size, s.tensor_parallel_size
     lora = LoraRules(rules.lora_moe, rules.lora_extra_vocab, rules.lora_tied_double,
                      rules.lora_embedding_archs, rules.lora_outside_budget) \
