@@ -33,7 +33,7 @@ from .plan import KvCapacity, Plan
 from .plan_report import PlanReport
 from .provenance import GIB, Estimate, Source
 from .rules import NEWEST_VERSION, VllmRules, resolve_rules
-from .runner import token_buffer_bytes
+from .runner import token_buffer_term
 from .settings import Settings
 from .stage_terms import override as _override
 from .stage_terms import (FULL_GRAPH_MODES, mm_settings, model_runner_v2, plus_bytes,
@@ -101,7 +101,8 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: Family, gpu: GpuS
                                  tokens, seqs, TERMS)
     terms, kv_name, graph_mode = hit
     stages = [_Stage(*terms[0])] if len(terms) == 1 else [_Stage(*t) for t in terms]
-    extra = _token_buffers(spec, s, fam, gpu, seqs, eff.values["max_model_len"])
+    extra = token_buffer_term(spec, s, fam.rules, fam.v2, gpu, fam.device, seqs,
+                              eff.values["max_model_len"])
     if extra:
         for st in stages:
             st.non_torch = plus_bytes(st.non_torch, *extra)
@@ -109,24 +110,6 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: Family, gpu: GpuS
         for st in stages:
             _override(st, cal, hooks, tokens, graph_mode == "NONE")
     return stages, kv_name, graph_mode
-
-
-def _token_buffers(spec: ModelSpec, s: Settings, fam: Family, gpu: GpuSpec, seqs: int,
-                   max_model_len: int) -> tuple[int, str] | None:
-    """(bytes, note) the model runner's token buffers add to each rank's non-torch term:
-    on the GPU (n-gram on Model Runner V2, 0.32+), or in host memory that unified memory
-    counts as the device's."""
-    # NOTE: most plans (a discrete GPU, no n-gram on 0.32+) have neither: no call
-    if fam.device != "cuda" or not (gpu.uma or (fam.rules.v2_ngram_dense_tokens
-                                                and s.num_speculative_tokens)):
-        return None
-    dev, host = token_buffer_bytes(spec, s, fam.rules, bool(fam.v2), seqs, max_model_len)
-    if not gpu.uma:
-        host = 0
-    if not dev + host:
-        return None
-    where = "on the GPU" if dev else "in host memory, which is this GPU's"
-    return dev + host, f" + the model runner's token buffers ({seqs} x {max_model_len}, {where})"
 
 
 def _sub(a: Estimate, *terms: Estimate, note: str = "") -> Estimate:

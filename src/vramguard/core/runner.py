@@ -9,13 +9,14 @@ from __future__ import annotations
 from . import _memo
 from .draft import mamba_refuses, speculates
 from .errors import UsageError
+from .gpu import GpuSpec
 from .model import MAMBA, NONE, ModelSpec
 from .rules import VllmRules
 from .settings import Settings, is_pooling
 
 __all__ = ["MAMBA_ALL_MODE_ARCHS", "mamba_cache_mode", "check_mamba_prefix_caching",
            "async_scheduling", "check_async_scheduling", "model_runner_v2", "check_eplb",
-           "token_buffer_bytes"]
+           "token_buffer_bytes", "token_buffer_term"]
 
 
 def check_eplb(s: Settings, rules: VllmRules) -> None:
@@ -229,3 +230,22 @@ def token_buffer_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, v2: bool,
              and s.speculative_method in NGRAM_METHODS)
     host = _pinned(cells * 3 * 4) if _uses_mrope(spec) else 0
     return (cells * 4, host) if dense else (0, host + _pinned(cells * 4))
+
+
+def token_buffer_term(spec: ModelSpec, s: Settings, rules: VllmRules, v2: bool | None,
+                      gpu: GpuSpec, device: str, seqs: int,
+                      max_model_len: int) -> tuple[int, str] | None:
+    """(bytes, note) the token buffers add to each rank's non-torch term, or None: those on
+    the GPU (n-gram on Model Runner V2, 0.32+), and the host's where unified memory makes
+    them the device's."""
+    # NOTE: most plans (a discrete GPU, no n-gram on 0.32+) have neither: no call
+    if device != "cuda" or not (gpu.uma or (rules.v2_ngram_dense_tokens
+                                            and s.num_speculative_tokens)):
+        return None
+    dev, host = token_buffer_bytes(spec, s, rules, bool(v2), seqs, max_model_len)
+    if not gpu.uma:
+        host = 0
+    if not dev + host:
+        return None
+    where = "on the GPU" if dev else "in host memory, which is this GPU's"
+    return dev + host, f" + the model runner's token buffers ({seqs} x {max_model_len}, {where})"
