@@ -1103,3 +1103,31 @@ def test_compilation_spellings_are_recorded_as_typed():
     from vramguard.sources.vllm_args import parse_vllm_command
     s = parse_vllm_command("vllm serve m -O3 -cc.mode=3 --optimization-level 2").settings
     assert s.flag_spellings == (("-O", "-O3"), ("-cc", "3"), ("--optimization-level", "2"))
+
+
+def test_unified_memory_default_free_is_what_public_startups_had():
+    """On GB10 the host shares the memory: without a measured figure the free memory at the
+    snapshot is the median share public startups logged (105.9-116.1 GiB of 121.69:
+    (112.26/119.63 + 114.54/121.69) / 2 = 0.93982 of the total), so the 0.92 default starts
+    and 0.95 meets vLLM's free-memory refusal (0.20+); a given figure wins; a part without
+    such data keeps total minus the CUDA context."""
+    from vramguard.core.gpu_catalog import uma_free_share
+    gb10 = lookup_gpu("GB10")
+    lo, mid, hi = uma_free_share("GB10")
+    assert lo == pytest.approx(105.9 / 121.69) and hi == pytest.approx(116.05 / 121.69)
+    assert mid == pytest.approx((112.26 / 119.63 + 114.54 / 121.69) / 2)
+    s = Settings(max_model_len=8192)
+    p = plan(llama31_8b(), s, gb10, vllm_version="0.33.0")
+    t = gb10.total_bytes
+    assert p.outcome.ok
+    assert p.tightest.free_at_start.value_bytes == t - int(t * (1 - mid))
+    assert "public GB10 startups had free at vLLM's start, 105.9-116.1 GiB" in " ".join(
+        p.assumptions)
+    high = plan(llama31_8b(), s.with_(gpu_memory_utilization=0.95), gb10, vllm_version="0.33.0")
+    assert high.outcome.failure == "free_memory_below_request"
+    given = plan(llama31_8b(), s.with_(gpu_memory_utilization=0.95), gb10,
+                 vllm_version="0.33.0", free_bytes=120 << 30)
+    assert given.outcome.ok
+    orin = lookup_gpu("Jetson-AGX-Orin")
+    o = plan(llama31_8b(), s.with_(gpu_memory_utilization=0.5), orin, vllm_version="0.33.0")
+    assert "CUDA context" in " ".join(o.assumptions)

@@ -16,6 +16,7 @@ from .lora_checks import check_lora
 from .quant_checks import check_bitsandbytes, check_fp8_moe, check_quant_act_dtype
 from .effective import SettingsBase, settings_base
 from .gpu import GpuSpec
+from .gpu_catalog import uma_free_share
 from .kv_quant import check_kv_dtype
 from .model import ModelSpec
 from .rules import NEWEST_VERSION, VllmRules
@@ -96,6 +97,11 @@ def _family(spec: ModelSpec, settings: Settings, gpu: GpuSpec, version: str,
                                 nccl_before_snapshot=rules.snapshot_after_nccl,
                                 cublas_before_snapshot=rules.cublas_before_snapshot,
                                 total_bytes=gpu.total_bytes, vendor=gpu.vendor)
+        seen = uma_free_share(gpu.name) if gpu.uma and device == "cuda" else None
+        if seen is not None:
+            # NOTE: on unified memory the host's own use (OS, other processes) is not free
+            # either: the median of what public startups on this part had free
+            ctx = max(ctx, int(gpu.total_bytes * (1 - seen[1])))
         core = (rules, fallback, device, ctx)
         if shared is not None:
             shared["core"] = core

@@ -128,6 +128,26 @@ _ROWS: tuple[tuple, ...] = (
      ("Orin", "Jetson Orin")),
 )
 
+# Free memory at vLLM's snapshot on unified-memory parts as public startups logged it ("Free
+# memory on device (F/T GiB)", GiB): the OS and every other process share that memory, so it
+# is well below the total (docs/accuracy.md, twenty-second session, names the sources).
+UMA_FREE_SEEN: dict[str, tuple[tuple[float, float], ...]] = {
+    "GB10": ((105.9, 121.69), (110.37, 121.69), (112.26, 119.63), (114.54, 121.69),
+             (115.94, 121.69), (116.05, 121.69)),
+}
+
+
+def uma_free_share(name: str) -> tuple[float, float, float] | None:
+    """(lowest, median, highest) free share of the total at vLLM's start that public
+    startups on this unified-memory part logged (`UMA_FREE_SEEN`), or None."""
+    seen = UMA_FREE_SEEN.get(name)
+    if not seen:
+        return None
+    shares = sorted(free / total for free, total in seen)
+    n = len(shares)
+    mid = shares[n // 2] if n % 2 else (shares[n // 2 - 1] + shares[n // 2]) / 2
+    return shares[0], mid, shares[-1]
+
 
 def _spec(row: tuple) -> GpuSpec:
     name, cuda_gib, smi_mib, cc, vendor, uma, full, aliases = row

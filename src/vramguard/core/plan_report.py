@@ -16,6 +16,7 @@ from ._frozen import maker, replacer
 from .arch_support import native_releases, not_native
 # NOTE: sources as text (effective.py: Enum.value is too slow for the tuner's hot path)
 from .effective import DEFAULT, USER
+from .gpu_catalog import uma_free_share
 from .plan import Fix, KvCapacity, Ledger, Outcome, Plan
 from .plan_notes import PlanNotes
 from .provenance import GIB, Estimate, Source
@@ -250,6 +251,18 @@ class PlanReport(PlanNotes):
                 f"{native_releases(arch)}): {then}. The terms here are for a native "
                 "implementation."]
 
+    def _free_default_note(self) -> str:
+        """How the default free memory was estimated (an assumption line's end)."""
+        seen = uma_free_share(self.gpu.name) if self.gpu.uma else None
+        if seen is not None and self.device == "cuda":
+            lo, _mid, hi = (x * self.T / GIB for x in seen)
+            return (f" (the median of what public {self.gpu.name} startups had free at vLLM's "
+                    f"start, {lo:.1f}-{hi:.1f} GiB: the host shares this memory; pass "
+                    "--gpu-free-gib, or run `vramguard check` on the machine).")
+        return (f" (total minus ~{self.ctx / GIB:.2f} GiB CUDA context"
+                + (" and NCCL" if self.rules.snapshot_after_nccl and self.s.world_size > 1
+                   else "") + ").")
+
     def _assumptions(self, cap: KvCapacity | None) -> tuple[str, ...]:
         st = min(self.stages, key=lambda x: x.kv)
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
@@ -259,9 +272,7 @@ class PlanReport(PlanNotes):
                f"Total memory {g(self.T)} as CUDA reports it for {self.gpu.name} "
                f"({self.gpu.source}).",
                (f"Free memory at vLLM's snapshot: {g(self.F)}" + (" (given)." if self.free_given
-                else f" (total minus ~{g(self.ctx)} CUDA context"
-                     + (" and NCCL" if self.rules.snapshot_after_nccl and self.s.world_size > 1
-                        else "") + ")."))]
+                else self._free_default_note()))]
         out += self._arch_note()
         if self.swa_warning:
             out.append(f"vLLM turns the sliding windows off itself: \"{self.swa_warning}\"")
