@@ -24,6 +24,7 @@ from dataclasses import replace
 from . import failures as F
 from ._frozen import maker
 from .errors import UsageError
+from .gpu_catalog import uma_free_share
 from .provenance import GIB
 from .settings import Settings
 from .tuner_candidates import (_Ctx, _candidate, _len_choices, _pp_shapes, _tp_choices,
@@ -345,8 +346,11 @@ def _tune(req: TuneRequest) -> TuneResult:
         notes.append(f"nothing meets the target on the {len(req.gpus)} GPU(s) given; the "
                      f"recommendation needs {best.gpus_needed}")
     if all(g.free_bytes is None for g in req.gpus):
-        notes.append("GPUs assumed idle (all memory free); pass --gpu-free-gib when something "
-                     "else runs on them")
+        shared = any(g.spec.uma and uma_free_share(g.spec.name) for g in req.gpus)
+        free = ("the median of what public startups had free, as the host shares unified "
+                "memory" if shared else "all memory free")
+        notes.append(f"GPUs assumed idle ({free}); pass --gpu-free-gib when something else "
+                     "runs on them")
     if req.workload is None and not _pinned(req.base, "max_model_len"):
         notes.append("no workload given: max_model_len is the longest that fits; pass "
                      "--workload p50=…,p90=…,p99=… to size it from your requests")
