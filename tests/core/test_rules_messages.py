@@ -1121,6 +1121,8 @@ def test_unified_memory_default_free_is_what_public_startups_had():
     t = gb10.total_bytes
     assert p.outcome.ok
     assert p.tightest.free_at_start.value_bytes == t - int(t * (1 - mid))
+    assert (p.tightest.free_at_start.low_bytes, p.tightest.free_at_start.high_bytes) == (
+        int(lo * t), int(hi * t))              # the band: the lowest and highest seen
     assert "public GB10 startups had free at vLLM's start, 105.9-116.1 GiB" in " ".join(
         p.assumptions)
     high = plan(llama31_8b(), s.with_(gpu_memory_utilization=0.95), gb10, vllm_version="0.33.0")

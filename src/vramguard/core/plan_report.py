@@ -82,6 +82,10 @@ class PlanReport(PlanNotes):
             f = int(F)
             free = _estimate(value_bytes=f, low_bytes=f, high_bytes=f, source=_MEASURED,
                              note="given")
+        elif (seen := self._uma_free_seen()) is not None:
+            free = _estimate(value_bytes=int(F), low_bytes=int(seen[0] * self.T),
+                             high_bytes=int(seen[2] * self.T), source=Source.ESTIMATED,
+                             note="median of public startups' free memory (the host shares it)")
         else:
             free = Estimate.banded(F, 0.0, Source.ESTIMATED, "total - CUDA context - others",
                                    abs_bytes=256 << 20)
@@ -251,10 +255,17 @@ class PlanReport(PlanNotes):
                 f"{native_releases(arch)}): {then}. The terms here are for a native "
                 "implementation."]
 
+    def _uma_free_seen(self) -> tuple[float, float, float] | None:
+        """`uma_free_share` of this unified-memory part, where the default free memory is
+        taken from it (CUDA device, no measured figure)."""
+        if self.gpu.uma and self.device == "cuda" and not self.free_given:
+            return uma_free_share(self.gpu.name)
+        return None
+
     def _free_default_note(self) -> str:
         """How the default free memory was estimated (an assumption line's end)."""
-        seen = uma_free_share(self.gpu.name) if self.gpu.uma else None
-        if seen is not None and self.device == "cuda":
+        seen = self._uma_free_seen()
+        if seen is not None:
             lo, _mid, hi = (x * self.T / GIB for x in seen)
             return (f" (the median of what public {self.gpu.name} startups had free at vLLM's "
                     f"start, {lo:.1f}-{hi:.1f} GiB: the host shares this memory; pass "
