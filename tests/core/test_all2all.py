@@ -5,8 +5,8 @@ engine/arg_utils.py; DeepEP's LowLatencyLayout)."""
 
 import pytest
 
-from vramguard.core.all2all import (all2all_backend, batched_dp_moe, deepep_buffer_bytes,
-                                    dp_gather_ranks, low_latency_rdma_bytes)
+from vramguard.core.all2all import (all2all_backend, batched_dp_moe, dp_moe,
+                                    low_latency_rdma_bytes)
 from vramguard.core.gpu_catalog import lookup_gpu
 from vramguard.core.planner import plan
 from vramguard.core.rules import resolve_rules
@@ -25,6 +25,14 @@ def _v3():
 
 def _rules(version, env=None):
     return apply_env(resolve_rules(version, "v1"), env)
+
+
+def deepep_buffer_bytes(spec, s, rules, tokens):
+    return dp_moe(spec, s, rules, tokens).deepep_bytes
+
+
+def dp_gather_ranks(spec, s, rules):
+    return dp_moe(spec, s, rules, 8192).gather_ranks
 
 
 def test_the_backend_by_release_flag_and_variable():

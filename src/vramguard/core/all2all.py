@@ -16,9 +16,8 @@ from .model import ModelSpec
 from .rules import VllmRules
 from .settings import Settings
 
-__all__ = ["all2all_backend", "dp_moe", "DpMoe", "dp_gather_ranks", "batched_dp_moe",
-           "deepep_buffer_bytes", "deepep_buffer_mb", "deepep_nvl_bytes", "uses_deepep",
-           "low_latency_rdma_bytes"]
+__all__ = ["all2all_backend", "dp_moe", "DpMoe", "batched_dp_moe", "deepep_buffer_mb",
+           "deepep_nvl_bytes", "uses_deepep", "low_latency_rdma_bytes"]
 
 # NOTE: the backends whose dispatch gathers every DP rank's hidden states (naive multicast,
 # all-gather + reduce-scatter); without expert parallelism vLLM gathers whatever the backend
@@ -57,8 +56,8 @@ class DpMoe(NamedTuple):
     """What data parallelism does to a MoE model's profile run and buffers (`dp_moe`)."""
 
     backend: str | None        # `all2all_backend`
-    gather_ranks: int          # `dp_gather_ranks`
-    deepep_bytes: int          # `deepep_buffer_bytes`
+    gather_ranks: int          # DP ranks whose tokens each MoE layer runs on (`_gather_ranks`)
+    deepep_bytes: int          # DeepEP's buffers per rank (`_deepep_bytes`)
     combine_copy: bool         # the naive all-to-all's all-reduce of the gathered rows
 
 
@@ -71,14 +70,10 @@ def dp_moe(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int) -> DpMoe
     return DpMoe(backend, ranks, _deepep_bytes(spec, s, rules, tokens, backend), combine)
 
 
-def dp_gather_ranks(spec: ModelSpec, s: Settings, rules: VllmRules) -> int:
+def _gather_ranks(spec: ModelSpec, s: Settings, rules: VllmRules, backend: str | None) -> int:
     """DP ranks whose tokens each rank's MoE layers run on in the profile run: all of them
     with a gathering dispatch (V1, DP > 1; 1 otherwise, and with an all-to-all kernel
-    backend, whose buffers hold a rank's own tokens; see `deepep_buffer_bytes`)."""
-    return _gather_ranks(spec, s, rules, all2all_backend(s, rules))
-
-
-def _gather_ranks(spec: ModelSpec, s: Settings, rules: VllmRules, backend: str | None) -> int:
+    backend, whose buffers hold a rank's own tokens)."""
     if rules.engine != "v1" or spec.moe is None or s.data_parallel_size <= 1:
         return 1
     if _all2all_kernels(spec, s, rules) and backend not in GATHER_BACKENDS:
@@ -134,18 +129,14 @@ def uses_deepep(spec: ModelSpec, s: Settings, rules: VllmRules,
     return (backend or all2all_backend(s, rules)) in DEEPEP_BACKENDS
 
 
-def deepep_buffer_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int) -> int:
+def _deepep_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int,
+                  backend: str | None) -> int:
     """DeepEP's buffers per rank (0.9.1+, expert parallelism and DP > 1), allocated by its
     runtime outside torch's allocator after the weights are measured (non-torch memory): the
     NVLink buffer (1 GiB; VLLM_DEEPEP_BUFFER_SIZE_MB from 0.11) and, for low latency, the RDMA
     buffer sized for `MOE_DP_CHUNK_TOKENS` tokens per rank (up to 0.19) or the batched tokens
     (0.20+). High throughput across nodes adds an RDMA buffer of the NVLink size, which a
     plan (one node's GPUs) leaves out."""
-    return _deepep_bytes(spec, s, rules, tokens, all2all_backend(s, rules))
-
-
-def _deepep_bytes(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int,
-                  backend: str | None) -> int:
     if not uses_deepep(spec, s, rules, backend):
         return 0
     nvl = deepep_nvl_bytes(rules)
