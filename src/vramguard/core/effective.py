@@ -189,13 +189,10 @@ def resolve_settings(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpe
         values["lora_dtype"] = "auto"               # NOTE: LoRAConfig's default (the model's)
     if rules.all2all_default is not None:
         # NOTE: the release's backend: the flag, VLLM_ALL2ALL_BACKEND (derived) or the default
-        if s.all2all_backend is None and rules.all2all_env_value is None:
-            values["all2all_backend"] = rules.all2all_default       # NOTE: a search's case
-        else:
-            backend = all2all_backend(s, rules)
-            if backend != s.all2all_backend:
-                values["all2all_backend"] = backend
-                sources["all2all_backend"] = X if backend == rules.all2all_env_value else D
+        backend = all2all_backend(s, rules)
+        if backend != s.all2all_backend:
+            values["all2all_backend"] = backend
+            sources["all2all_backend"] = X if backend == rules.all2all_env_value else D
     return Eff(values, sources), derived
 
 
