@@ -291,15 +291,15 @@ def decode_width_units(max_num_seqs: int, query_len: int, largest: int, tokens: 
     n x query length for n on vLLM's request-count grid up to min(max_num_seqs, cap), within
     the largest size and the batched tokens; with one token per request, max_num_seqs
     itself. A size above 256 counts two units, as in `graph_list_share`."""
+    top = min(largest, tokens)
     if query_len == 1:
         # NOTE: the common case, once per (tokens, seqs) of a search: no sets
-        n = max_num_seqs
-        return 0 if n > min(largest, tokens) or _on_grid(n) else (2 if n > 256 else 1)
-    reqs = min(max_num_seqs, cap)
-    counts = _default_grid(reqs) | {reqs}
-    widths = {n * query_len for n in counts if n * query_len <= largest}
-    extra = {w for w in widths if w <= tokens} - _default_grid(min(largest, tokens))
-    return sum(2 if w > 256 else 1 for w in extra)
+        widths = (max_num_seqs,) if max_num_seqs <= top else ()
+    else:
+        reqs = min(max_num_seqs, cap)
+        widths = {n * query_len for n in _default_grid(reqs) | {reqs}
+                  if n * query_len <= top}
+    return sum(2 if w > 256 else 1 for w in widths if not _on_grid(w))
 
 
 def _on_grid(n: int) -> bool:
