@@ -151,8 +151,8 @@ def check_async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> No
         return
     method = s.speculative_method or "mtp"
     allowed = rules.async_explicit_ok
-    spec_bad = bool(s.num_speculative_tokens) and (allowed is None or not (
-        method in _EAGLE_KINDS or method.endswith("_mtp") or method in allowed))
+    spec_bad = bool(s.num_speculative_tokens) and (
+        allowed is None or not _async_method_ok(method, allowed))
     if spec_bad:
         raise UsageError(rules.msg_async_spec.format(method=method), where="--async-scheduling",
                          fix="Drop --async-scheduling (vLLM then schedules synchronously)")
@@ -167,8 +167,13 @@ def check_async_scheduling(spec: ModelSpec, s: Settings, rules: VllmRules) -> No
 
 
 def _async_spec_ok(s: Settings, rules: VllmRules) -> bool:
-    method = s.speculative_method or "mtp"
-    return method in _EAGLE_KINDS or method.endswith("_mtp") or method in rules.async_spec_ok
+    return _async_method_ok(s.speculative_method or "mtp", rules.async_spec_ok)
+
+
+def _async_method_ok(method: str, allowed: frozenset[str]) -> bool:
+    """A speculative method async scheduling runs with: EAGLE / MTP kinds, or `allowed`
+    (the release's list for the default, or for an explicit flag)."""
+    return method in _EAGLE_KINDS or method.endswith("_mtp") or method in allowed
 
 
 def model_runner_v2(spec: ModelSpec, s: Settings, rules: VllmRules,
