@@ -105,7 +105,7 @@ class PlanNotes:
         windowed = any(g.window_tokens for g in layout.groups if g.kind in (SLIDING, CHUNKED))
         if windowed and rules.sliding_inflight == "batched_x_batches":
             tokens = self.eff.values["max_num_batched_tokens"]
-            on = async_scheduling(self.spec, s, rules)
+            on = async_scheduling(self.spec, s, rules, self.v2)
             out.append(f"Sliding-window/chunked layers keep room for {layout.inflight_tokens} "
                        f"in-flight tokens ({layout.inflight_tokens // max(1, tokens)} batches "
                        f"of {tokens}; async scheduling {'on' if on else 'off'}).")
@@ -162,12 +162,11 @@ class PlanNotes:
         return out
 
     def _sampler_note(self) -> str:
-        copies = sampler_copies(self.spec, self.s, self.rules)
+        copies = sampler_copies(self.spec, self.s, self.rules, self.v2)
         if self.s.num_speculative_tokens <= 0 or copies <= self.rules.profile_sampler_copies:
             return ""
         return (f"; with speculative decoding the dummy rejection sampler holds ~{copies:g} fp32 "
                 "copies of the requests x vocabulary logits")
-
 
     def _graph_flag_notes(self) -> list[str]:
         """What the compilation flags did to the CUDA graphs (none said: nothing)."""

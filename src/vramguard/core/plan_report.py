@@ -23,7 +23,7 @@ from .provenance import GIB, Estimate, Source
 from .shard_fix import shard_fix
 from .kv_quant import TURBOQUANT, skip_layers
 from .model import CSA
-from .stage_terms import mm_encoder_off, model_runner_v2
+from .stage_terms import mm_encoder_off
 
 __all__ = ["PlanReport"]
 
@@ -126,7 +126,7 @@ class PlanReport(PlanNotes):
         if self.device == "cpu":
             lines = ["Loading weights took … seconds"]
         else:
-            v2 = bool(rules.log_weights_v2) and model_runner_v2(self.spec, self.s, rules)
+            v2 = bool(rules.log_weights_v2) and self.v2
             lines = [msg.weights_log(rules, self.stages[0].weights.value_bytes, v2)]
         if (self.fail and self.fail.failure in (F.FREE_MEMORY_BELOW_REQUEST, F.WEIGHTS_OOM,
                                                 F.PROFILE_RUN_OOM)):
@@ -200,8 +200,7 @@ class PlanReport(PlanNotes):
         if (not self.rules.mm_dummy_at_max_len or self.spec.model_type not in QWEN_VIDEO_TYPES
                 or s.language_model_only or s.skip_mm_profiling
                 or dict(s.limit_mm_per_prompt or ()).get("video", 1) == 0
-                or (not self.rules.v2_profiles_encoder
-                    and model_runner_v2(self.spec, s, self.rules))):
+                or (not self.rules.v2_profiles_encoder and self.v2)):
             return None
         pairs = max(1, min(QWEN_VIDEO_MAX_FRAME_PAIRS, self.L // QWEN_FRAME_PAIR_TOKENS))
         if pairs < 2:

@@ -514,7 +514,8 @@ class _Walk(PlanReport):
             tokens //= 2 + s.num_speculative_tokens
         reqs = min(self.eff.values["max_num_seqs"], tokens)
         # NOTE: with speculative decoding the warm-up runs the dummy rejection sampler too.
-        copies = sampler_copies(self.spec, s, self.rules) if s.num_speculative_tokens else 0
+        copies = (sampler_copies(self.spec, s, self.rules, self.v2) if s.num_speculative_tokens
+                  else 0)
         if self.pooling:
             return reqs, 0          # NOTE: a pooling model warms its pooler up, not a sampler
         return reqs, act.sampler_warmup_bytes(self.spec, reqs, copies)
