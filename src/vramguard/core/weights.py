@@ -542,8 +542,8 @@ def weights_per_rank(spec: ModelSpec, settings: Settings,
     lora = lora_bytes(spec, settings, dtype_b, lora_rules)
     offload_total = int(settings.cpu_offload_gb * _GIB)
     out = []
+    pad = _expert_padding(spec, quant, moe_partition(settings), mxfp4)
     for stage in range(pp):
-        pad = _expert_padding(spec, quant, moe_partition(settings), mxfp4)
         b, params = _rank_bytes(spec, settings, (stage, pp), dtype_b, quant, pad, index,
                                 pp_layout, vision_every_stage)
         scaled = b * scale
