@@ -210,7 +210,8 @@ def _spec(config: dict, *, name: str, where: str, source_ref: str | None,
         extra_params=body.extra, extra_tp_params=body.extra_tp, max_len_keys=max_len, rope_scaling=rope, moe=body.moe,
         vision=vision, quant=quant, is_encoder_only=body.encoder_only, provenance=prov,
         notes=tuple(notes), source_ref=source_ref, mtp_params=mtp,
-        mtp_layers=mtp_layers, mtp_embed_params=mtp_embed, mtp_head_params=mtp_head, token_buffer_bytes=body.token_buffer_bytes,
+        mtp_layers=mtp_layers, mtp_embed_params=mtp_embed, mtp_head_params=mtp_head,
+        token_buffer_bytes=body.token_buffer_bytes,
         token_buffer_elems=_ple_buffer_elems(t, architecture, a))
 
 

@@ -53,8 +53,6 @@ def _check_widths(qc: dict, where: str) -> None:
 # NOTE: gptq_marlin / awq_marlin `is_*_marlin_compatible`: the keys must be there, under
 # these names (an old AutoAWQ config's w_bit / q_group_size are not read there); the bits
 # and group sizes Marlin takes are core's (`model.MARLIN_BITS` / `MARLIN_GROUPS`)
-
-
 def _marlin_keys(method: str, qc: dict) -> bool | None:
     """Whether vLLM's Marlin override can convert this AWQ / GPTQ checkpoint, by the keys and
     values it checks (GPTQ: 4 / 8 bits, symmetric, desc_act given; AWQ: 4 bits with zero
