@@ -1113,7 +1113,8 @@ def test_unified_memory_default_free_is_what_public_startups_had():
     such data keeps total minus the CUDA context."""
     from vramguard.core.gpu_catalog import uma_free_share
     gb10 = lookup_gpu("GB10")
-    lo, mid, hi = uma_free_share("GB10")
+    lo, mid, hi = uma_free_share(lookup_gpu("GB10"))
+    assert uma_free_share(lookup_gpu("H100")) is None
     assert lo == pytest.approx(105.9 / 121.69) and hi == pytest.approx(116.05 / 121.69)
     assert mid == pytest.approx((112.26 / 119.63 + 114.54 / 121.69) / 2)
     s = Settings(max_model_len=8192)

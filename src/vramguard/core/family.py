@@ -97,7 +97,7 @@ def _family(spec: ModelSpec, settings: Settings, gpu: GpuSpec, version: str,
                                 nccl_before_snapshot=rules.snapshot_after_nccl,
                                 cublas_before_snapshot=rules.cublas_before_snapshot,
                                 total_bytes=gpu.total_bytes, vendor=gpu.vendor)
-        seen = uma_free_share(gpu.name) if gpu.uma and device == "cuda" else None
+        seen = uma_free_share(gpu)
         if seen is not None:
             # NOTE: on unified memory the host's own use (OS, other processes) is not free
             # either: the median of what public startups on this part had free

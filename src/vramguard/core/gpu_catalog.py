@@ -137,10 +137,11 @@ UMA_FREE_SEEN: dict[str, tuple[tuple[float, float], ...]] = {
 }
 
 
-def uma_free_share(name: str) -> tuple[float, float, float] | None:
+def uma_free_share(gpu: GpuSpec) -> tuple[float, float, float] | None:
     """(lowest, median, highest) free share of the total at vLLM's start that public
-    startups on this unified-memory part logged (`UMA_FREE_SEEN`), or None."""
-    seen = UMA_FREE_SEEN.get(name)
+    startups on this unified-memory part logged (`UMA_FREE_SEEN`), or None (a discrete GPU,
+    or no such logs)."""
+    seen = UMA_FREE_SEEN.get(gpu.name) if gpu.uma else None
     if not seen:
         return None
     shares = sorted(free / total for free, total in seen)

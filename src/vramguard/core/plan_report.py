@@ -256,10 +256,8 @@ class PlanReport(PlanNotes):
 
     def _uma_free_seen(self) -> tuple[float, float, float] | None:
         """`uma_free_share` of this unified-memory part, where the default free memory is
-        taken from it (CUDA device, no measured figure)."""
-        if self.gpu.uma and self.device == "cuda" and not self.free_given:
-            return uma_free_share(self.gpu.name)
-        return None
+        taken from it (no measured figure)."""
+        return None if self.free_given else uma_free_share(self.gpu)
 
     def _free_default_note(self) -> str:
         """How the default free memory was estimated (an assumption line's end)."""

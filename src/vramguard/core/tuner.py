@@ -346,7 +346,7 @@ def _tune(req: TuneRequest) -> TuneResult:
         notes.append(f"nothing meets the target on the {len(req.gpus)} GPU(s) given; the "
                      f"recommendation needs {best.gpus_needed}")
     if all(g.free_bytes is None for g in req.gpus):
-        shared = any(g.spec.uma and uma_free_share(g.spec.name) for g in req.gpus)
+        shared = any(uma_free_share(g.spec) for g in req.gpus)
         free = ("the median of what public startups had free, as the host shares unified "
                 "memory" if shared else "all memory free")
         notes.append(f"GPUs assumed idle ({free}); pass --gpu-free-gib when something else "
