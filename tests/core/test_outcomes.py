@@ -206,7 +206,7 @@ def test_gpt_oss_captures_its_own_list_from_0101():
     assert graphs("0.14.1") == graphs("0.10.1") == to_1024
     assert graphs("0.11.0") == int(base * (0.4 + 0.6 * (1 + 30 / 51)))
     small = graphs("0.10.0")
-    assert small == act.cuda_graph_bytes(32, 1) < act.cuda_graph_bytes(32, 1024) < to_1024
+    assert small == act.cuda_graph_bytes(32, act.capture_sizes(1)) < base < to_1024
     assert graphs("0.14.1", llama31_8b()) == small
 
 
@@ -235,9 +235,10 @@ def test_lora_graphs_are_captured_twice_from_0111():
     512 seqs: (0.30 + 0.018 x 32) GiB x (0.4 + 0.6 x 2) instead of x 1.0)."""
     from vramguard.core import activation as act
     s = Settings(max_model_len=8192, max_num_seqs=512, enable_lora=True)
-    one = act.cuda_graph_bytes(32, 512)
+    full = act.capture_sizes(512)
+    one = act.cuda_graph_bytes(32, full)
     assert one == act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
-    two = act.cuda_graph_bytes(32, 512, lora_cases=2)
+    two = act.cuda_graph_bytes(32, full, lora_cases=2)
     assert two == int((act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32) * 1.6)
     # 0.11.0: no specialisation yet; 0.11.1-0.17: the doubled pool must fit the headroom
     assert plan(llama31_8b(), s, H100, vllm_version="0.11.0").tightest.cuda_graph.value_bytes \

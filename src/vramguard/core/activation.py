@@ -317,24 +317,19 @@ def graph_list_share(sizes: int) -> float:
     return 1.0 + (sizes - GRAPH_FULL_SIZES) / (2 * GRAPH_FIT_GRAPHS)
 
 
-def cuda_graph_bytes(num_layers_on_rank: int, max_num_seqs: int,
-                     num_speculative_tokens: int = 0, cap: int = 512,
-                     fixed_sizes: int | None = None, lora_cases: int = 1) -> int:
-    """The CUDA-graph pool `G` on one rank (`fixed_sizes`: the count of a list the model,
-    the GPU or the user sets; `cap`: the largest default size).
+def cuda_graph_bytes(num_layers_on_rank: int, sizes: int, lora_cases: int = 1) -> int:
+    """The CUDA-graph pool `G` on one rank for a capture list of `sizes` (`capture_sizes`'
+    units; the list itself is `stage_terms._default_sizes` or the user's).
 
     `lora_cases` is 2 where vLLM captures every size twice, without and with active LoRA
     (`cudagraph_specialize_lora`, on by default with `--enable-lora` from 0.11.1): the
     per-size part of the pool doubles, the fixed part does not.
     """
-    sizes = fixed_sizes or capture_sizes(max_num_seqs, num_speculative_tokens, cap)
     scale = 0.4 + 0.6 * graph_list_share(sizes) * lora_cases
     return int((GRAPH_BASE + GRAPH_PER_LAYER * num_layers_on_rank) * scale)
 
 
-def lora_graph_estimate_bytes(num_layers_on_rank: int, max_num_seqs: int,
-                              num_speculative_tokens: int = 0, cap: int = 512,
-                              fixed_sizes: int | None = None) -> int:
+def lora_graph_estimate_bytes(num_layers_on_rank: int, sizes: int) -> int:
     """vLLM's own CUDA-graph estimate (0.18+) when LoRA-specialised graphs are captured.
 
     vLLM captures the first two graphs of each mode and extrapolates: first + max(second,
@@ -343,7 +338,6 @@ def lora_graph_estimate_bytes(num_layers_on_rank: int, max_num_seqs: int,
     reuses the first one's pool and the slope falls to its 1 MiB floor: the estimate is about
     one graph (the model's value at one size) plus 1 MiB per further graph of either case.
     """
-    sizes = fixed_sizes or capture_sizes(max_num_seqs, num_speculative_tokens, cap)
     first = int((GRAPH_BASE + GRAPH_PER_LAYER * num_layers_on_rank) * 0.4)
     return first + max(0, 2 * sizes - 2) * (1 << 20)
 

@@ -352,13 +352,13 @@ def _graph_terms(layers: int, seqs: int, tokens: int, s: Settings, rules: VllmRu
         sizes = listed              # NOTE: the user's list replaces vLLM's (and a model's)
     else:
         sizes = _default_sizes(seqs, tokens, k, s, rules, graph_sizes)
-    pool = act.cuda_graph_bytes(layers, seqs, k, fixed_sizes=sizes, lora_cases=lora)
+    pool = act.cuda_graph_bytes(layers, sizes, lora_cases=lora)
     if lora == 1 or rules.graph_budget == "headroom":
         return pool, None
     # NOTE: from 0.18 vLLM's own estimate is what it logs (and subtracts from 0.20); with
     # LoRA-specialised graphs that estimate is about one graph (activation.py), while the
     # pool, allocated after the KV cache, holds both cases.
-    est = act.lora_graph_estimate_bytes(layers, seqs, k, fixed_sizes=sizes)
+    est = act.lora_graph_estimate_bytes(layers, sizes)
     if rules.graph_budget == "subtracted":
         pool = int(act.GRAPH_ACTUAL_OVER_ESTIMATE * pool)
     return est, pool
