@@ -75,7 +75,8 @@ class Family:
     base: SettingsBase | None = None
     terms: dict = field(default_factory=dict)
     graph_source: str | None = None     # where the CUDA-graph mode came from
-    v2: bool | None = None              # Model Runner V2 runs the model (`model_runner_v2`)
+    v2: bool | None = None              # Model Runner V2 runs the model (set from the terms:
+                                        # `stage_terms.runtime_fixed` decides it)
     # NOTE: what the families that differ only in the KV-cache dtype share (`_memo.family`):
     # "core" (row, fallback, device, context), "base", "checked" and the runtime stage terms.
     shared: dict | None = None

@@ -36,7 +36,7 @@ from .rules import NEWEST_VERSION, VllmRules, resolve_rules
 from .runner import token_buffer_term
 from .settings import Settings
 from .stage_terms import override as _override
-from .stage_terms import (FULL_GRAPH_MODES, mm_settings, model_runner_v2, plus_bytes,
+from .stage_terms import (FULL_GRAPH_MODES, mm_settings, plus_bytes,
                           sampler_copies)
 from .validation import validate_searched
 from .weights import draft_bytes, pp_layer_split, runtime_dtype_bytes
@@ -99,7 +99,7 @@ def _stage_terms(spec: ModelSpec, s: Settings, eff: _Eff, fam: Family, gpu: GpuS
     if hit is None:
         hit = _memo.family_terms(fam.terms, fam.shared, spec, s, fam.rules, gpu, fam.device,
                                  tokens, seqs, TERMS)
-    terms, kv_name, graph_mode = hit
+    terms, kv_name, graph_mode, fam.v2 = hit
     stages = [_Stage(*terms[0])] if len(terms) == 1 else [_Stage(*t) for t in terms]
     extra = token_buffer_term(spec, s, fam.rules, fam.v2, gpu, fam.device, seqs,
                               eff.values["max_model_len"])
@@ -201,9 +201,6 @@ def _walk(spec, settings, gpu, vllm_version, engine, free_bytes, other_used_byte
     # NOTE: the plan echoes the flags as given; the terms read what they do to the encoder
     if spec.vision is not None:
         settings = mm_settings(spec, settings, rules, version)
-    if fam.v2 is None:
-        # NOTE: no searched flag changes the runner: once per family
-        fam.v2 = model_runner_v2(spec, settings, rules)
     stages, kv_name, graph_mode = _stage_terms(spec, settings, eff, fam, gpu, cal, hooks)
     ctx = hooks.context_bytes if hooks and hooks.context_bytes is not None else fam.context_bytes
     walk = _Walk(spec, settings, gpu, rules, eff, stages, version, free_bytes, other_used_bytes,

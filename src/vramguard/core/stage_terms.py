@@ -145,10 +145,11 @@ def _v1_encoder_batch(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: in
 
 
 def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, seqs: int,
-               fixed: tuple, runtime: tuple | None = None) -> tuple[tuple, str, str]:
+               fixed: tuple, runtime: tuple | None = None) -> tuple[tuple, str, str, bool]:
     """Per stage: (pp rank, layers, weights, activation, non-torch, graph, KV layout, graph
     pool where it differs from the graph term) estimated from the model and settings alone;
-    the effective KV dtype name and the CUDA-graph mode. `fixed`: `fixed_terms(...)`;
+    the effective KV dtype name, the CUDA-graph mode and whether Model Runner V2 runs the
+    model (`runtime_fixed` decides it once per family). `fixed`: `fixed_terms(...)`;
     `runtime`: `runtime_base(...)` when the caller has it (settings that differ only in the
     KV-cache dtype share it)."""
     # NOTE: a search varies the batched tokens and sequences per candidate; the terms that
@@ -173,7 +174,7 @@ def base_terms(spec: ModelSpec, s: Settings, rules: VllmRules, tokens: int, seqs
         # are the shape itself (no copy per (tokens, seqs)).
         out.append((r, rng, w_est, a_est, n_est, g_est,
                     kvm.with_inflight(shape, inflight) if windowed else shape, g_pool))
-    return tuple(out), kv_name, ctx[5]
+    return tuple(out), kv_name, ctx[5], ctx[8]
 
 
 def runtime_fixed(spec: ModelSpec, s: Settings, rules: VllmRules, gpu: GpuSpec,
