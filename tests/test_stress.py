@@ -168,6 +168,20 @@ def test_cli_json(fake, capsys):
     assert [l["requests_ok"] for l in doc["levels"]] == [4, 4]
 
 
+def test_cli_text_prints_each_level_on_stderr_as_it_ends(fake, capsys):
+    from vramguard.render.stress_text import HEADER
+
+    url, _ = fake
+    rc = main(["stress", "--url", url, "--concurrency", "1,4", "--prompt-tokens", "16",
+               "--max-tokens", "4", "--requests-per-level", "4"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0] == HEADER and len(lines) == 3      # the header once, then one per level
+    assert lines[1].split()[0] == "1" and lines[2].split()[0] == "4"
+    assert "knee: concurrency 1 runs without preemption; 4 preempts" in captured.out
+
+
 def test_cli_errors(fake, capsys):
     url, _ = fake
     assert main(["stress", "--url", url, "--concurrency", "4,2"]) == 2

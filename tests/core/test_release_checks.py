@@ -99,7 +99,6 @@ def test_speculative_decoding_terms_by_release_and_method():
     capture sizes grow with the speculative tokens from 0.13 (decode_query_len); GDN's conv
     state keeps the speculative columns from 0.10.2, Mamba2's from 0.17 (mamba_utils.py); no
     compute-capability fallback to V0 from 0.10.2 (engine/arg_utils.py)."""
-    from dataclasses import replace
     from vramguard.core import activation as act
     from vramguard.core import kv
     from vramguard.core.model import MambaState

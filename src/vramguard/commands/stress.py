@@ -72,11 +72,26 @@ def _planned(args):
     return PlannedKv(plan.kv.max_concurrency, plan.kv.num_blocks, plan.kv.block_size, source)
 
 
+def _level_printer():
+    """`on_level` for the text output: each level's line on stderr as it ends, the header
+    before the first."""
+    from ..render.stress_text import HEADER, render_level
+
+    shown = []
+
+    def progress(level) -> None:
+        if not shown:
+            print(HEADER, file=sys.stderr)
+        shown.append(level)
+        print(render_level(level), file=sys.stderr, flush=True)
+    return progress
+
+
 def run(args) -> int:
     import json
 
     from ..monitor.stress import StressConfig, parse_levels, run_stress
-    from ..render.stress_text import HEADER, render_level, render_stress
+    from ..render.stress_text import render_stress
 
     config = StressConfig(
         url=args.url, levels=parse_levels(args.concurrency), prompt_tokens=args.prompt_tokens,
@@ -84,16 +99,8 @@ def run(args) -> int:
         duration_per_level_s=args.duration_per_level, request_timeout_s=args.timeout,
         model_name=args.served_model)
     planned = _planned(args)
-    progress = None
-    if not args.json:
-        shown = []
-
-        def progress(level):
-            if not shown:
-                print(HEADER, file=sys.stderr)
-            shown.append(level)
-            print(render_level(level), file=sys.stderr, flush=True)
-    result = run_stress(config, planned=planned, on_level=progress)
+    result = run_stress(config, planned=planned,
+                        on_level=None if args.json else _level_printer())
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
