@@ -342,10 +342,10 @@ def test_uniform_decode_widths_join_the_capture_list_from_0_29():
     widths above 256 are off the 16-step grid (264, 312, 360, 408, 456, 504: 2 units each):
     15 units. With one token per request a max_num_seqs off the grid is one more size."""
     from vramguard.core import activation as act
-    assert act.decode_width_units(256, 3, 512, 8192, 512) == 15
-    assert act.decode_width_units(256, 3, 512, 256, 512) == 3      # widths <= the tokens only
-    assert act.decode_width_units(100, 1, 200, 8192, 512) == 1
-    assert act.decode_width_units(128, 1, 256, 8192, 512) == 0     # 128 is on the grid
+    assert act.off_grid_units(act.decode_widths(256, 3, 512, 8192, 512)) == 15
+    assert act.off_grid_units(act.decode_widths(256, 3, 512, 256, 512)) == 3  # <= the tokens
+    assert act.off_grid_units(act.decode_widths(100, 1, 200, 8192, 512)) == 1
+    assert act.off_grid_units(act.decode_widths(128, 1, 256, 8192, 512)) == 0  # on the grid
     s = Settings(max_model_len=8192, max_num_seqs=256, num_speculative_tokens=2,
                  speculative_method="ngram")
     base = act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
@@ -354,3 +354,24 @@ def test_uniform_decode_widths_join_the_capture_list_from_0_29():
         return plan(llama31_8b(), s, H100, vllm_version=version).tightest.cuda_graph.value_bytes
     assert graphs("0.29.0") == int(base * (0.4 + 0.6 * (1 + 15 / 102)))
     assert graphs("0.28.0") == base
+
+
+def test_the_batched_tokens_join_a_capture_list_they_cap_from_0_20_1():
+    """config/vllm.py 0.20.1+ ("ensure max_num_tokens is captured"): when
+    max_num_batched_tokens caps the default list, that size is captured too. 300 tokens at
+    256 sequences: the grid up to 300 is 1, 2, 4, 8..248, 256, 272, 288 (40 units); 300 is
+    off it and above 256: 2 units more. On the grid (256) or above the largest size (8
+    sequences: largest 16) nothing is added; a decode width of the same size counts once."""
+    from vramguard.core import activation as act
+    base = act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
+
+    def graphs(version, seqs=256, tokens=300):
+        s = Settings(max_model_len=4096, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+        return plan(llama31_8b(), s, H100, vllm_version=version).tightest.cuda_graph.value_bytes
+
+    assert graphs("0.20.0") == int(base * (0.4 + 0.6 * 40 / 67))
+    assert graphs("0.20.1") == graphs("0.21.0") == int(base * (0.4 + 0.6 * 42 / 67))
+    assert graphs("0.20.1", tokens=256) == graphs("0.20.0", tokens=256)
+    assert graphs("0.20.1", seqs=8) == graphs("0.20.0", seqs=8)
+    # 0.29+: max_num_seqs 300 is also a decode width of 300: one size, 2 units
+    assert graphs("0.29.0", seqs=300) == int(base * (0.4 + 0.6 * 42 / 67))

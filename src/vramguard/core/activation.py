@@ -285,21 +285,28 @@ def _default_grid(largest: int) -> set[int]:
     return grid
 
 
-def decode_width_units(max_num_seqs: int, query_len: int, largest: int, tokens: int,
-                       cap: int) -> int:
-    """The `capture_sizes` units the uniform decode widths add to the default list (0.29+):
-    n x query length for n on vLLM's request-count grid up to min(max_num_seqs, cap), within
-    the largest size and the batched tokens; with one token per request, max_num_seqs
-    itself. A size above 256 counts two units, as in `graph_list_share`."""
+def decode_widths(max_num_seqs: int, query_len: int, largest: int, tokens: int,
+                  cap: int) -> tuple[int, ...]:
+    """The uniform decode widths vLLM adds to its default list (0.29+): n x query length for
+    n on vLLM's request-count grid up to min(max_num_seqs, cap), within the largest size and
+    the batched tokens; with one token per request, max_num_seqs itself."""
     top = min(largest, tokens)
     if query_len == 1:
         # NOTE: the common case, once per (tokens, seqs) of a search: no sets
-        widths = (max_num_seqs,) if max_num_seqs <= top else ()
-    else:
-        reqs = min(max_num_seqs, cap)
-        widths = {n * query_len for n in _default_grid(reqs) | {reqs}
-                  if n * query_len <= top}
-    return sum(2 if w > 256 else 1 for w in widths if not _on_grid(w))
+        return (max_num_seqs,) if max_num_seqs <= top else ()
+    reqs = min(max_num_seqs, cap)
+    return tuple({n * query_len for n in _default_grid(reqs) | {reqs} if n * query_len <= top})
+
+
+def off_grid_units(sizes: tuple[int, ...], every_upto: int = 0) -> int:
+    """The `capture_sizes` units that sizes vLLM adds to its default list take where they
+    are off its grid (each size once; a size above 256 counts two units, as in
+    `graph_list_share`). `every_upto`: the list holds every size up to it (interactivity)."""
+    if len(sizes) == 1:
+        w = sizes[0]
+        return 0 if _on_grid(w) or w <= every_upto else 2 if w > 256 else 1
+    return sum(2 if w > 256 else 1 for w in set(sizes)
+               if not (_on_grid(w) or w <= every_upto))
 
 
 def _on_grid(n: int) -> bool:

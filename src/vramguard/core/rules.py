@@ -331,6 +331,9 @@ class VllmRules:
     # 0.29+: the default list also holds the uniform decode widths, n x query length (and
     # max_num_seqs with one token per request) (config/vllm.py `request_counts`)
     capture_decode_widths: bool = False
+    # 0.20.1+: a default list capped by max_num_batched_tokens also captures that size itself
+    # when it is off the grid ("ensure max_num_tokens is captured", config/vllm.py)
+    capture_tokens_appended: bool = False
     # --max-cudagraph-capture-size and --cudagraph-capture-sizes (V1 0.11.1+; a user's list
     # then keeps the sizes <= max_num_batched_tokens)
     capture_max_flag: bool = False

@@ -713,6 +713,9 @@ CHANGES: tuple[tuple[str, str, dict, str], ...] = (
     ("0.20.1", "v1", {"override_before_check": True, "tokens_formula": "conc_x_len"},
      "§3, §1b: the override becomes available memory before the checks; tokens = "
      "int(max_concurrency x max_model_len) (v1/core/kv_cache_utils.py, 0.20.1)"),
+    ("0.20.1", "v1", {"capture_tokens_appended": True},
+     "a default capture list capped by max_num_batched_tokens also captures that size "
+     "(config/vllm.py _set_cudagraph_sizes, 'ensure max_num_tokens is captured')"),
     ("0.21.0", "both", {"eagle3_targets": ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl",
                                             "hunyuan_v1_dense", "afmoe", "nemotron_h",
                                             "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25",

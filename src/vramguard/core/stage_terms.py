@@ -370,11 +370,11 @@ def _default_sizes(seqs: int, tokens: int, k: int, s: Settings, rules: VllmRules
     """The count (`act.capture_sizes`) of vLLM's own list: up to the user's largest size
     (--max-cudagraph-capture-size, 0.11.1+), else a model's own, else min(2 x max_num_seqs x
     query length, the default cap) with, from 0.29, the uniform decode widths; from 0.11.1
-    at most max_num_batched_tokens."""
+    at most max_num_batched_tokens, and from 0.20.1 that size itself when it caps the list."""
     fine = (INTERACTIVITY_SIZES if s.performance_mode == "interactivity"
             and rules.performance_mode_flag else 0)
     own, cap = graph_sizes
-    widths = 0
+    extra: tuple[int, ...] = ()
     if s.max_cudagraph_capture_size is not None and rules.capture_max_flag:
         largest = s.max_cudagraph_capture_size  # NOTE: replaces vLLM's (and a model's own)
     elif own is not None:
@@ -382,10 +382,13 @@ def _default_sizes(seqs: int, tokens: int, k: int, s: Settings, rules: VllmRules
     else:
         largest = min(2 * seqs * (1 + k), cap)
         if rules.capture_decode_widths:
-            widths = act.decode_width_units(seqs, 1 + k, largest, tokens, cap)
+            extra = act.decode_widths(seqs, 1 + k, largest, tokens, cap)
+    if rules.capture_tokens_appended and tokens <= largest:
+        extra += (tokens,)
     if rules.capture_max_flag:
         largest = min(largest, tokens)
-    return act.capture_sizes(seqs, largest=largest, every_upto=fine) + widths
+    units = act.capture_sizes(seqs, largest=largest, every_upto=fine)
+    return units + act.off_grid_units(extra, fine) if extra else units
 
 
 # NOTE: --performance-mode interactivity captures every batch size up to this one (0.17+).
