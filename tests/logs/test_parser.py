@@ -155,6 +155,21 @@ def test_capacity_line_forms():
         assert parse_text(line).num_gpu_blocks == blocks
 
 
+def test_engine_initialized_block_count():
+    """V1 0.9.0+ logs the pool's final block count once the engine is up
+    (v1/metrics/loggers.py `log_engine_initialized`; "N Engines:" with data parallelism).
+    Lines from a public 0.11.0 startup (4x RTX 3090, Qwen3-VL-30B-A3B)."""
+    ex = parse_text(
+        "(EngineCore_DP0 pid=41565) INFO 10-06 15:57:53 [kv_cache_utils.py:1087] GPU KV cache "
+        "size: 100,752 tokens\n"
+        "(APIServer pid=41428) INFO 10-06 15:58:17 [loggers.py:147] Engine 000: vllm "
+        "cache_config_info with initialization after num_gpu_blocks is: 6297\n")
+    assert ex.num_gpu_blocks == 6297 and ex.engine == "v1"
+    assert ex.kv_cache_tokens == 100_752 and 6297 * 16 == 100_752
+    assert parse_text("INFO [loggers.py:1] 2 Engines: vllm cache_config_info with "
+                      "initialization after num_gpu_blocks is: 12,034").num_gpu_blocks == 12034
+
+
 def test_graphs_override_autofit_cpu():
     ex = parse_text(
         "Estimated CUDA graph memory: 0.84 GiB total\n"

@@ -181,6 +181,11 @@ class LineHandlers:
             self._set("num_gpu_blocks", _i(m.group(2)), "min")
             self._device_word(m.group(1))
             self._advance(X.KV_ALLOCATION)
+        m = P.ENGINE_BLOCKS.search(msg)
+        if m:
+            self._set("num_gpu_blocks", _i(m.group(1)), "min")
+            self.v.setdefault("engine_hint", "v1")
+            self._advance(X.KV_ALLOCATION)
         m = P.CPU_BLOCKS.search(msg)
         if m:
             self._set("num_cpu_blocks", _i(m.group(1)), "min")

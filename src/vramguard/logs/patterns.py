@@ -64,6 +64,10 @@ KV_TOKENS = re.compile(r"(?:\b(\w+) )?KV cache size:\s*" + INT + r"\s*tokens")
 CONCURRENCY = re.compile(r"Maximum concurrency for\s+" + INT + r"\s+tokens\s+per\s+request:\s*"
                          r"(\d[\d,]*(?:\.\d+)?)x")
 OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
+# V1 0.9.0+ once the engine is up (v1/metrics/loggers.py `log_engine_initialized`; "N Engines:"
+# with data parallelism): the pool's final block count, after any override
+ENGINE_BLOCKS = re.compile(r"cache_config_info with initialization after num_gpu_blocks is:\s*"
+                           + INT)
 AUTOFIT_REDUCED = re.compile(r"Auto-fit max_model_len: reduced from (\d+) to (\d+)")
 AUTOFIT_FULL = re.compile(r"Auto-fit max_model_len: full model context length (\d+) fits")
 CPU_KV = re.compile(r"(Auto|Explicitly) set \(" + NUM + "/" + NUM + r"\) GiB for KV cache on node"
