@@ -170,6 +170,22 @@ def test_engine_initialized_block_count():
                       "initialization after num_gpu_blocks is: 12,034").num_gpu_blocks == 12034
 
 
+def test_suggestion_quoted_and_wrapped_at_70_columns():
+    """vLLM's --kv-cache-memory suggestion quoted in a write-up and wrapped over 8 lines
+    (0.10.2, a public L40S startup): the pool is the current KV memory, in bytes."""
+    text = ('"Free memory on device (43.9/44.39 GiB) on startup. Desired\n'
+            "  GPU memory utilization is (0.8, 35.51 GiB). Actual usage is 4.74 GiB\n"
+            "  for weight, 0.23 GiB for peak activation, 0.02 GiB for non-torch\n"
+            "  memory, and 0.62 GiB for CUDAGraph memory. Replace\n"
+            "  gpu_memory_utilization config with `--kv-cache-memory=31966072012`\n"
+            "  to fit into requested memory, or `--kv-cache-memory=40974729216` to\n"
+            "  fully utilize gpu memory. Current kv cache memory in use is\n"
+            '  32786058444 bytes".')
+    ex = parse_text(text)
+    assert ex.suggestion.requested_gib == 35.51 and ex.suggestion.cuda_graph_gib == 0.62
+    assert ex.kv_pool_gib == 30.53                     # 32,786,058,444 B
+
+
 def test_graphs_override_autofit_cpu():
     ex = parse_text(
         "Estimated CUDA graph memory: 0.84 GiB total\n"

@@ -30,7 +30,9 @@ CHUNK_BYTES = 4 << 20            # read size; memory stays a small multiple of t
 MAX_LINE_BYTES = 64 << 10        # longer lines are truncated to this
 STARTUP_WINDOW_BYTES = 2 << 20   # bytes after a startup marker scanned with every anchor
 LOOKBACK_BYTES = 256 << 10       # bytes before a mid-log startup marker rescanned too
-MAX_CONTINUATION_LINES = 6       # wrapped messages: physical lines joined at most
+# NOTE: the longest message parsed, vLLM's --kv-cache-memory suggestion (~600 characters),
+# takes 8-9 lines when a quoted excerpt wraps it at 70 columns
+MAX_CONTINUATION_LINES = 10      # wrapped messages: physical lines joined at most
 
 # NOTE: every line the parser can use contains one of FULL_ANCHORS (see the routing table `_HANDLERS` in logs/handlers.py).
 # In steady state (serving) only FAST_ANCHORS are searched: stats, errors, OOMs, restarts.
