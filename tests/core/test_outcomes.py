@@ -206,7 +206,7 @@ def test_gpt_oss_captures_its_own_list_from_0101():
     assert graphs("0.14.1") == graphs("0.10.1") == to_1024
     assert graphs("0.11.0") == int(base * (0.4 + 0.6 * (1 + 30 / 51)))
     small = graphs("0.10.0")
-    assert small == act.cuda_graph_bytes(32, act.capture_sizes(1)) < base < to_1024
+    assert small == act.cuda_graph_bytes(32, act.capture_sizes(2)) < base < to_1024
     assert graphs("0.14.1", llama31_8b()) == small
 
 
@@ -235,7 +235,7 @@ def test_lora_graphs_are_captured_twice_from_0111():
     512 seqs: (0.30 + 0.018 x 32) GiB x (0.4 + 0.6 x 2) instead of x 1.0)."""
     from vramguard.core import activation as act
     s = Settings(max_model_len=8192, max_num_seqs=512, enable_lora=True)
-    full = act.capture_sizes(512)
+    full = act.capture_sizes(512)   # 512 sequences: the 512 list
     one = act.cuda_graph_bytes(32, full)
     assert one == act.GRAPH_BASE + act.GRAPH_PER_LAYER * 32
     two = act.cuda_graph_bytes(32, full, lora_cases=2)
@@ -315,7 +315,7 @@ def test_max_cudagraph_capture_size_sets_the_largest_captured_size():
     graph term; before 0.12 vLLM has no such flag."""
     from vramguard.core import activation as act
     from vramguard.errors import UsageError
-    assert act.capture_sizes(256, largest=64) == 11
+    assert act.capture_sizes(64) == 11
     h100 = GpuSpec(name="H100-80GB", total_bytes=int(79.19 * GIB), compute_capability=(9, 0))
     spec = llama31_8b()
     base = plan(spec, Settings(max_model_len=4096), h100, vllm_version="0.33.0")

@@ -258,16 +258,14 @@ def non_torch_bytes(tp: int, *, custom_all_reduce: bool = True,
     return NON_TORCH_BASE + extra - (CUBLAS_BEFORE_SNAPSHOT if cublas_in_context else 0)
 
 
-def capture_sizes(max_num_seqs: int, num_speculative_tokens: int = 0,
-                  cap: int = 512, largest: int | None = None, every_upto: int = 0) -> int:
-    """How many batch sizes vLLM captures by default (1, 2, 4, then multiples of 8), or up
-    to `largest` (--max-cudagraph-capture-size, already capped by the batched tokens).
+def capture_sizes(largest: int, every_upto: int = 0) -> int:
+    """How many batch sizes vLLM captures up to `largest` (1, 2, 4, then multiples of 8; the
+    largest size is `stage_terms._default_sizes`' or the user's, already capped by the
+    batched tokens).
 
     NOTE: the graph model's convention (its coefficients describe it): vLLM's own lists
     differ by release (steps of 16 above 256 from 0.12, all 67 sizes in 0.7-0.9, V0 cut at
     max_num_seqs; docs/accuracy.md, seventh session)."""
-    if largest is None:
-        largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), cap)
     if every_upto:
         # NOTE: --performance-mode interactivity: every size up to 32, then the usual steps.
         small = min(largest, every_upto)

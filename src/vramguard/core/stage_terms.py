@@ -387,7 +387,7 @@ def _default_sizes(seqs: int, tokens: int, k: int, s: Settings, rules: VllmRules
         extra += (tokens,)
     if rules.capture_max_flag:
         largest = min(largest, tokens)
-    units = act.capture_sizes(seqs, largest=largest, every_upto=fine)
+    units = act.capture_sizes(largest, every_upto=fine)
     return units + act.off_grid_units(extra, fine) if extra else units
 
 
@@ -464,7 +464,7 @@ def user_capture_sizes(s: Settings, rules: VllmRules, tokens: int) -> int | None
     if given is None or not rules.cuda_graph_sizes_flag:
         return None
     if rules.cuda_graph_sizes_flag == "max" and len(given) == 1:
-        return act.capture_sizes(1, largest=min(given[0], tokens))
+        return act.capture_sizes(min(given[0], tokens))
     return _list_count({x for x in given if x <= tokens})
 
 
