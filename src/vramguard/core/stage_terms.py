@@ -458,20 +458,14 @@ def user_capture_sizes(s: Settings, rules: VllmRules, tokens: int) -> int | None
     largest of the default sizes 1, 2, 4, 8, 16, ...)."""
     if s.cudagraph_capture_sizes is not None:
         sizes = set(s.cudagraph_capture_sizes)
-        return _list_count({x for x in sizes if x <= tokens} if rules.capture_max_flag
-                           else sizes)
+        return act.list_units({x for x in sizes if x <= tokens} if rules.capture_max_flag
+                              else sizes)
     given = s.cuda_graph_sizes
     if given is None or not rules.cuda_graph_sizes_flag:
         return None
     if rules.cuda_graph_sizes_flag == "max" and len(given) == 1:
         return act.capture_sizes(min(given[0], tokens))
-    return _list_count({x for x in given if x <= tokens})
-
-
-def _list_count(sizes: set[int]) -> int:
-    """A list's count in `act.capture_sizes`' units: a size above 256 counts twice (the
-    units step by 8 there, vLLM's own lists by 16: 51 graphs up to 512 are 67 units)."""
-    return len(sizes) + sum(1 for x in sizes if x > 256)
+    return act.list_units({x for x in given if x <= tokens})
 
 
 def sampler_copies(spec: ModelSpec, s: Settings, rules: VllmRules,
