@@ -34,10 +34,10 @@ def unrecognized(flag: str, value: object, fix: str, typed: str | None = None) -
 
 # NOTE: what to do instead, where a flag went away
 GONE_FIX = {"--swap-space": "drop it: V1 preempts by recomputing, not by swapping",
-             "--disable-log-requests": "drop it: requests are not logged by default "
-                                       "(--enable-log-requests logs them)",
-             "--enable-multimodal-encoder-data-parallel": "use --mm-encoder-tp-mode data",
-             "--task": "use --runner pooling with --convert embed / classify"}
+            "--disable-log-requests": "drop it: requests are not logged by default "
+                                      "(--enable-log-requests logs them)",
+            "--enable-multimodal-encoder-data-parallel": "use --mm-encoder-tp-mode data",
+            "--task": "use --runner pooling with --convert embed / classify"}
 # NOTE: what an earlier release spells instead
 _EARLIER_FIX = {"--mm-encoder-tp-mode":
                 "0.9.1-0.10.1 have --enable-multimodal-encoder-data-parallel (= data)",
@@ -155,7 +155,7 @@ def check_flag_spellings(s: Settings, version: str) -> None:
             fix = _SPELLING_FIX.get(flag) or _speculative_fix(flag, version)
             # NOTE: -O's value is its whole argv, as typed (-O3, -O 3, -O.level=3)
             raise unrecognized(flag, value, f"vLLM {version} has no such flag ({releases}): "
-                                f"{fix}", typed=value if flag == "-O" else None)
+                               f"{fix}", typed=value if flag == "-O" else None)
     given = {flag for flag, _ in s.flag_spellings}
     in_json: set[str] = set()
     for flag, value in s.flag_spellings:

@@ -167,7 +167,7 @@ class VllmRules:
     mla_supported: bool = False              # MLA latent cache (v0 0.7.1+, v1 0.8+)
     mla_full_head_pad: bool = True           # without MLA: heads padded to 256 (up to 0.6)
     # v0 0.7.1-0.7.3: the MLA backend keeps absorbed W_Q_UK / W_UV_O and W_QR next to the
-    # weights, inside the weights measurement (`weights.mla_absorbed_bytes`)
+    # weights, inside the weights measurement (`weights.mla_backend_bytes`)
     v0_mla_absorbed: bool = False
     # chunked-local attention (Llama 4) in v1: its own spec from 0.10.0 (full attention
     # before); 0.10.1-0.13 turn the hybrid KV cache manager off for such models unless

@@ -269,7 +269,7 @@ def check_quant_method(spec: ModelSpec, s: Settings, rules: VllmRules, version: 
     or ModelConfig's words) or a deprecated one without --allow-deprecated-quantization."""
     if s.allow_deprecated_quantization and not rules.allow_deprecated_quant_flag:
         raise unrecognized("--allow-deprecated-quantization", "",
-                            f"vLLM {version} has no such flag (0.14+)")
+                           f"vLLM {version} has no such flag (0.14+)")
     method, where = _judged_method(spec, s, version)
     found = quant_method_refusal(method, version) if method else None
     if found is None:
@@ -292,19 +292,19 @@ def _check_graph_flags(s: Settings, rules: VllmRules, version: str) -> None:
     """CUDA-graph flags the release does not have: argparse's error."""
     if s.max_cudagraph_capture_size is not None and not rules.capture_max_flag:
         raise unrecognized("--max-cudagraph-capture-size", s.max_cudagraph_capture_size,
-                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11.1+)")
+                           f"vLLM {version} ({rules.engine}) has no such flag (V1 0.11.1+)")
     if s.performance_mode is not None and not rules.performance_mode_flag:
         raise unrecognized("--performance-mode", s.performance_mode,
-                            f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
+                           f"vLLM {version} ({rules.engine}) has no such flag (0.17+)")
     if s.mm_ipc_gpu_memory_gb and rules.mm_ipc_reserve is None:
         raise unrecognized("--mm-ipc-gpu-memory-gb", f"{s.mm_ipc_gpu_memory_gb:g}",
-                            f"vLLM {version} ({rules.engine}) has no such flag (V1 0.25+)")
+                           f"vLLM {version} ({rules.engine}) has no such flag (V1 0.25+)")
     if rules.piecewise_assert and s.cudagraph_mode in _NEEDS_PIECEWISE and not s.enforce_eager:
         _check_piecewise_compile(s, rules.piecewise_assert)
     if s.cuda_graph_sizes is not None and not rules.cuda_graph_sizes_flag:
         raise unrecognized("--cuda-graph-sizes", " ".join(str(x) for x in s.cuda_graph_sizes),
-                            f"vLLM {version} has no such flag (0.9-0.12); use "
-                            "--cudagraph-capture-sizes (0.11.1+)")
+                           f"vLLM {version} has no such flag (0.9-0.12); use "
+                           "--cudagraph-capture-sizes (0.11.1+)")
 
 
 _NEEDS_PIECEWISE = ("PIECEWISE", "FULL_AND_PIECEWISE")
@@ -333,7 +333,7 @@ def _check_dcp(spec: ModelSpec, s: Settings, rules: VllmRules, version: str) -> 
     where = "--decode-context-parallel-size"
     if rules.dcp is None:
         raise unrecognized(where, d, f"vLLM {version} ({rules.engine}) has no such flag (V1 "
-                                      "0.11+)")
+                                     "0.11+)")
     if d < 1 or tp % d:
         raise UsageError(msg.dcp_tp_message(rules, tp, d), where=where,
                          fix="Use a DCP size that divides --tensor-parallel-size")

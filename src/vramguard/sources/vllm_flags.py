@@ -103,7 +103,7 @@ FLAGS: dict[str, Flag] = {
     "--max-loras": Flag("max_loras", POS_INT, 1),
     "--max-lora-rank": Flag("max_lora_rank", POS_INT, 1),
     "--max-cpu-loras": Flag("max_cpu_loras", POS_INT, 1),
-    # argparse's choices by release are checked in core/lora_checks.py (float32 up to 0.6.4)
+    # argparse's choices by release are checked in core/validation.py (float32 up to 0.6.4)
     "--lora-dtype": Flag("lora_dtype", CHOICE, choices=("auto", "float16", "bfloat16", "float32")),
     "--lora-extra-vocab-size": Flag("lora_extra_vocab_size", POS_INT, 0, 1 << 20),
     "--fully-sharded-loras": Flag("fully_sharded_loras", BOOL),
